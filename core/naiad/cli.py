@@ -1,0 +1,156 @@
+"""The ``naiad`` command line, with ``tritonserver``'s flag names."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from naiad import __version__
+from naiad.http.serving import HTTP_SERVERS
+from naiad.logs import configure_logging
+from naiad.server import Server, ServerOptions, StartupError
+
+logger = logging.getLogger("naiad")
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got '{value}'")
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be between 0 and 65535, got {port}")
+    return port
+
+
+def _backend_setting(value: str) -> tuple[str, str, str]:
+    backend, _, setting = value.partition(",")
+    key, equals, setting_value = setting.partition("=")
+    if not backend or not key or not equals:
+        raise argparse.ArgumentTypeError(f"expected <backend>,<key>=<value>, got '{value}'")
+    return backend, key, setting_value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="naiad", description="Serve Triton model repositories over KServe v2."
+    )
+    parser.add_argument("--version", action="version", version=f"naiad {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve one or more model repositories")
+    serve.add_argument(
+        "--model-repository",
+        "--model-store",
+        dest="model_repository",
+        action="append",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="model repository folder (repeatable)",
+    )
+    serve.add_argument("--http-port", type=_port, default=8000)
+    serve.add_argument("--http-address", default="0.0.0.0")
+    serve.add_argument("--grpc-port", type=_port, default=8001)
+    serve.add_argument("--metrics-port", type=_port, default=8002)
+    serve.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument("--allow-metrics", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument(
+        "--http-server",
+        choices=HTTP_SERVERS,
+        default="uvicorn",
+        help="HTTP server under the app: uvicorn (fastest, HTTP/1.1) or hypercorn (adds h2c HTTP/2)",
+    )
+    serve.add_argument(
+        "--strict-model-config",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
+        help="true disables auto-completion of model configs (deprecated Triton spelling)",
+    )
+    serve.add_argument("--disable-auto-complete-config", action="store_true")
+    serve.add_argument("--strict-readiness", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument(
+        "--exit-on-error",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
+        help="exit at startup if any model fails to load (default false: the others serve)",
+    )
+    serve.add_argument(
+        "--exit-timeout-secs", type=float, default=30.0, help="how long shutdown waits for in-flight requests"
+    )
+    serve.add_argument("--model-control-mode", choices=("none",), default="none")
+    serve.add_argument(
+        "--backend-config", type=_backend_setting, action="append", default=[], metavar="BACKEND,KEY=VALUE"
+    )
+    serve.add_argument("--log-verbose", type=int, default=0, metavar="N")
+    serve.add_argument("--log-info", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument("--log-error", type=_bool, default=True, metavar="BOOL")
+    return parser
+
+
+def options_from_args(args: argparse.Namespace) -> ServerOptions:
+    backend_config: dict[str, dict[str, str]] = {}
+    for backend, key, value in args.backend_config:
+        backend_config.setdefault(backend, {})[key] = value
+    return ServerOptions(
+        model_repositories=tuple(path.resolve() for path in args.model_repository),
+        http_address=args.http_address,
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        metrics_port=args.metrics_port,
+        allow_http=args.allow_http,
+        http_server=args.http_server,
+        auto_complete=not (args.strict_model_config or args.disable_auto_complete_config),
+        strict_readiness=args.strict_readiness,
+        exit_on_error=args.exit_on_error,
+        exit_timeout_secs=args.exit_timeout_secs,
+        backend_config=backend_config,
+    )
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log_verbose, info=args.log_info, warning=args.log_warning, error=args.log_error)
+    options = options_from_args(args)
+    for repository in options.model_repositories:
+        if not repository.is_dir():
+            logger.error(
+                "model repository '%s' does not exist or is not a folder; check --model-repository",
+                repository,
+            )
+            return 2
+    try:
+        with asyncio.Runner(loop_factory=_new_loop) as runner:
+            runner.run(Server(options).run())
+    except (StartupError, OSError) as error:
+        logger.error("naiad cannot start: %s", error)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""KServe v2 JSON bodies with the binary tensor data extension, both directions.
+
+Requests are ``<JSON><binary chunks>`` where ``Inference-Header-Content-Length`` gives the
+JSON length; binary inputs become numpy views over the body (no copy). Responses put
+binary outputs after the JSON in output order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from naiad import datatypes
+from naiad.errors import ErrorCode, NaiadError, invalid_arg
+from naiad.inference import InferenceResponse, ParameterValue, Tensor
+from naiad.models import ModelSignature
+from naiad.validation import request_prefix
+
+
+def parse_error(message: str) -> NaiadError:
+    """A body Triton could not parse at all: answered with 500, as Triton 2.51 does."""
+    return NaiadError(message, ErrorCode.INTERNAL)
+
+
+@dataclass(slots=True)
+class RequestedOutput:
+    """An entry of the request's ``outputs`` list."""
+
+    name: str
+    binary: bool | None = None
+    classification: int = 0
+
+
+@dataclass(slots=True)
+class DecodedRequest:
+    """An infer request body, decoded but not yet validated against the model."""
+
+    id: str
+    inputs: list[Tensor]
+    outputs: list[RequestedOutput]
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    binary_default: bool = False
+
+
+def decode_request(
+    body: bytes, header_length: int | None, model_name: str, signature: ModelSignature
+) -> DecodedRequest:
+    """Decode an infer request body for ``model_name``."""
+    if header_length == 0:
+        return _decode_raw(body, model_name, signature)
+    json_end = len(body) if header_length is None else header_length
+    if header_length is not None and not 0 < header_length <= len(body):
+        raise invalid_arg(f"inference header size should be in range (0, {len(body)}), got: {header_length}")
+    document = _load_json(body[:json_end])
+    if not isinstance(document, dict):
+        raise parse_error("failed to parse the request JSON buffer: the document is not a JSON object")
+    request_id = document.get("id", "")
+    if not isinstance(request_id, str):
+        raise parse_error("Unable to parse 'id': attempt to access JSON non-string as string")
+    parameters = _parameters(document.get("parameters"))
+    binary_default = parameters.get("binary_data_output", False)
+    if not isinstance(binary_default, bool):
+        raise parse_error(
+            "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean"
+        )
+    raw_inputs = document.get("inputs")
+    if raw_inputs is None:
+        raise parse_error("Unable to parse 'inputs': attempt to access non-existing object member 'inputs'")
+    if not isinstance(raw_inputs, list):
+        raise parse_error("Unable to parse 'inputs': attempt to access JSON non-array as array")
+    binary = memoryview(body)[json_end:]
+    offset = 0
+    inputs: list[Tensor] = []
+    seen: set[str] = set()
+    for raw in raw_inputs:
+        tensor, used = _decode_input(raw, binary, offset, model_name, request_id)
+        offset += used
+        if tensor.name in seen:
+            raise invalid_arg(f"{request_prefix(request_id)}input '{tensor.name}' already exists in request")
+        seen.add(tensor.name)
+        inputs.append(tensor)
+    if offset != len(binary):
+        raise invalid_arg(f"unexpected additional input data for model '{model_name}'")
+    return DecodedRequest(request_id, inputs, _outputs(document.get("outputs")), parameters, binary_default)
+
+
+def _load_json(data: bytes | memoryview) -> Any:
+    try:
+        return json.loads(bytes(data))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise parse_error(f"failed to parse the request JSON buffer: {error}") from None
+
+
+def _parameters(raw: Any) -> dict[str, ParameterValue]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise parse_error("Unable to parse 'parameters': attempt to access JSON non-object as object")
+    for key, value in raw.items():
+        if not isinstance(value, str | int | float | bool):
+            raise invalid_arg(
+                f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'."
+            )
+    return dict(raw)
+
+
+def _outputs(raw: Any) -> list[RequestedOutput]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise parse_error("Unable to parse 'outputs': attempt to access JSON non-array as array")
+    outputs = []
+    for entry in raw:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise parse_error("Unable to parse 'name': attempt to access non-existing object member 'name'")
+        parameters = entry.get("parameters") or {}
+        binary = parameters.get("binary_data")
+        if binary is not None and not isinstance(binary, bool):
+            raise parse_error("Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean")
+        classification = parameters.get("classification", 0)
+        if isinstance(classification, bool) or not isinstance(classification, int) or classification < 0:
+            raise invalid_arg("Unable to parse 'classification': expected an unsigned integer")
+        if "shared_memory_region" in parameters:
+            raise NaiadError(
+                "shared memory outputs are not supported by this server yet", ErrorCode.UNSUPPORTED
+            )
+        outputs.append(RequestedOutput(entry["name"], binary, classification))
+    return outputs
+
+
+def _decode_input(
+    raw: Any, binary: memoryview, offset: int, model_name: str, request_id: str
+) -> tuple[Tensor, int]:
+    if not isinstance(raw, dict):
+        raise parse_error("Unable to parse 'inputs': attempt to access JSON non-object as object")
+    name = raw.get("name")
+    if not isinstance(name, str):
+        raise parse_error("Unable to parse 'name': attempt to access non-existing object member 'name'")
+    shape = raw.get("shape")
+    if not isinstance(shape, list) or not all(
+        isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in shape
+    ):
+        raise parse_error(
+            "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
+        )
+    datatype_name = raw.get("datatype")
+    if not isinstance(datatype_name, str) or datatype_name not in datatypes.BY_WIRE:
+        raise invalid_arg(f"invalid datatype for input {name}")
+    datatype = datatypes.BY_WIRE[datatype_name]
+    parameters = raw.get("parameters") or {}
+    sources = [
+        label
+        for label, present in (
+            ("'data'", "data" in raw),
+            ("'binary_data_size'", "binary_data_size" in parameters),
+            ("'shared_memory_region'", "shared_memory_region" in parameters),
+        )
+        if present
+    ]
+    if len(sources) != 1:
+        raise invalid_arg(
+            "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+            "'shared_memory_region' in 'parameters'. But "
+            + (f"set {' '.join(sources)}" if sources else "no field is set")
+        )
+    if sources[0] == "'shared_memory_region'":
+        raise NaiadError("shared memory inputs are not supported by this server yet", ErrorCode.UNSUPPORTED)
+    if "data" in raw:
+        return Tensor(name, datatype.wire, _from_json(raw["data"], datatype, shape, name)), 0
+    size = parameters["binary_data_size"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise parse_error("Unable to parse 'binary_data_size': expected an unsigned integer")
+    if offset + size > len(binary):
+        raise invalid_arg(
+            f"unexpected size for input '{name}', expecting {offset + size - len(binary)} additional bytes "
+            f"for model '{model_name}'"
+        )
+    chunk = binary[offset : offset + size]
+    return Tensor(name, datatype.wire, from_bytes(chunk, datatype, shape, name, model_name, request_id)), size
+
+
+def from_bytes(
+    chunk: memoryview | bytes,
+    datatype: datatypes.DataType,
+    shape: list[int],
+    name: str,
+    model_name: str,
+    request_id: str,
+) -> npt.NDArray[Any]:
+    """A tensor from its raw little-endian bytes (a view, not a copy, for fixed-size types)."""
+    count = math.prod(shape)
+    if datatype.wire == "BYTES":
+        try:
+            items = datatypes.deserialize_bytes(chunk, count)
+        except NaiadError as error:
+            raise invalid_arg(
+                f"{request_prefix(request_id)}input '{name}' for model '{model_name}' has invalid BYTES "
+                f"data: {error.message}"
+            ) from None
+        return items.reshape(shape)
+    expected = count * datatype.byte_size
+    if len(chunk) != expected:
+        raise invalid_arg(
+            f"{request_prefix(request_id)}input byte size mismatch for input '{name}' for model "
+            f"'{model_name}'. Expected {expected}, got {len(chunk)}"
+        )
+    return np.frombuffer(chunk, dtype=datatype.numpy.newbyteorder("<")).reshape(shape)
+
+
+def _from_json(data: Any, datatype: datatypes.DataType, shape: list[int], name: str) -> npt.NDArray[Any]:
+    if datatype.wire in ("FP16", "BF16"):
+        raise invalid_arg(
+            f"receiving {datatype.wire} data via JSON is not supported. Please use the binary data format "
+            f"for input {name}"
+        )
+    flat = _flatten(data)
+    count = math.prod(shape)
+    if len(flat) != count:
+        raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
+    if datatype.wire == "BYTES":
+        if not all(isinstance(item, str) for item in flat):
+            raise parse_error("Unable to parse 'data': attempt to access JSON non-string as string")
+        array = np.empty(count, dtype=np.object_)
+        array[:] = [item.encode("utf-8") for item in flat]
+        return array.reshape(shape)
+    kind = datatype.numpy.kind
+    for item in flat:
+        if not _json_value_fits(item, kind):
+            raise parse_error(
+                f"Unable to parse 'data': attempt to access JSON {_json_kind(item)} as {datatype.wire}"
+            )
+    try:
+        return np.array(flat, dtype=datatype.numpy).reshape(shape)
+    except OverflowError:
+        raise invalid_arg(f"value out of range for {datatype.wire} in input {name}") from None
+
+
+def _flatten(data: Any) -> list[Any]:
+    if not isinstance(data, list):
+        return [data]
+    if not any(isinstance(item, list) for item in data):
+        return data
+    flat: list[Any] = []
+    stack = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            flat.append(item)
+        else:
+            stack.pop()
+    return flat
+
+
+def _json_value_fits(item: Any, kind: str) -> bool:
+    if kind == "b":
+        return isinstance(item, bool)
+    if isinstance(item, bool):
+        return False
+    if kind in "iu":
+        return isinstance(item, int)
+    return isinstance(item, int | float)
+
+
+def _json_kind(item: Any) -> str:
+    if isinstance(item, bool):
+        return "boolean"
+    if isinstance(item, int | float):
+        return "non-integer number" if isinstance(item, float) else "number"
+    return "non-number"
+
+
+def _decode_raw(body: bytes, model_name: str, signature: ModelSignature) -> DecodedRequest:
+    if len(signature.inputs) != 1:
+        raise invalid_arg(
+            f"{request_prefix('')}Raw request must only have 1 input (found 1) to be deduced but got "
+            f"{len(signature.inputs)} inputs in '{model_name}' model configuration"
+        )
+    spec = next(iter(signature.inputs.values()))
+    dims = list(spec.dims)
+    if spec.datatype.wire == "BYTES":
+        shape = [1]
+    else:
+        variable = [index for index, dim in enumerate(dims) if dim == -1]
+        if len(variable) > 1 or len(body) % spec.datatype.byte_size:
+            raise invalid_arg(
+                f"{request_prefix('')}Raw request for model '{model_name}': cannot deduce the shape of "
+                f"input '{spec.name}' from {len(body)} bytes"
+            )
+        if variable:
+            known = math.prod(dim for dim in dims if dim != -1)
+            dims[variable[0]] = len(body) // spec.datatype.byte_size // max(known, 1)
+        shape = dims
+    if signature.max_batch_size > 0:
+        shape = [1, *shape]
+    data = from_bytes(body, spec.datatype, shape, spec.name, model_name, "")
+    return DecodedRequest("", [Tensor(spec.name, spec.datatype.wire, data)], [], {}, True)
+
+
+# -- responses --------------------------------------------------------------------------------
+
+
+def encode_response(
+    response: InferenceResponse,
+    *,
+    model_name: str,
+    model_version: int,
+    request: DecodedRequest,
+) -> tuple[bytes, int | None]:
+    """The response body and, when it carries binary outputs, the JSON header length."""
+    wanted = {output.name: output for output in request.outputs}
+    document: dict[str, Any] = {}
+    if request.id:
+        document["id"] = request.id
+    document["model_name"] = model_name
+    document["model_version"] = str(model_version)
+    if response.parameters:
+        document["parameters"] = response.parameters
+    outputs: list[dict[str, Any]] = []
+    chunks: list[bytes] = []
+    for tensor in response.outputs:
+        entry: dict[str, Any] = {
+            "name": tensor.name,
+            "datatype": tensor.datatype,
+            "shape": list(tensor.shape),
+        }
+        requested = wanted.get(tensor.name)
+        binary = request.binary_default if requested is None or requested.binary is None else requested.binary
+        if binary:
+            raw = tensor_bytes(tensor)
+            entry["parameters"] = {"binary_data_size": len(raw)}
+            chunks.append(raw)
+        else:
+            entry["data"] = _to_json(tensor)
+        outputs.append(entry)
+    document["outputs"] = outputs
+    header = json.dumps(document, separators=(",", ":")).encode()
+    if not chunks:
+        return header, None
+    return b"".join([header, *chunks]), len(header)
+
+
+def tensor_bytes(tensor: Tensor) -> bytes:
+    """The wire bytes of a tensor: little-endian, row-major; BYTES length-prefixed."""
+    if tensor.datatype == "BYTES":
+        return datatypes.serialize_bytes(tensor.data)
+    return np.ascontiguousarray(tensor.data, dtype=tensor.data.dtype.newbyteorder("<")).tobytes()
+
+
+def _to_json(tensor: Tensor) -> list[Any]:
+    if tensor.datatype in ("FP16", "BF16"):
+        raise invalid_arg(
+            f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format "
+            f"for output {tensor.name}"
+        )
+    flat = tensor.data.reshape(-1)
+    if tensor.datatype == "BYTES":
+        return [item.decode("utf-8", "replace") for item in datatypes.to_bytes_array(flat)]
+    values: list[Any] = flat.tolist()
+    return values

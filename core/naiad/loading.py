@@ -1,0 +1,127 @@
+"""Loading one model version: backend load, config completion, instances, scheduler."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from naiad import config as model_config
+from naiad.backend import InstanceContext, ModelInstance, ModelLoadContext
+from naiad.errors import ErrorCode, NaiadError
+from naiad.models import ModelSignature, ModelState, ModelVersion
+from naiad.plugins import BackendRegistry
+from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
+from naiad.scheduling import DirectScheduler
+
+logger = logging.getLogger(__name__)
+
+_KIND_NAMES = {
+    ModelInstanceGroup.KIND_CPU: "CPU",
+    ModelInstanceGroup.KIND_GPU: "GPU",
+    ModelInstanceGroup.KIND_MODEL: "MODEL",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadOptions:
+    """Server-wide settings that shape how models load."""
+
+    auto_complete: bool = True
+    gpu_count: int = 0
+    backend_config: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+def load_version(
+    registry: BackendRegistry,
+    model_dir: Path,
+    base_config: ModelConfig,
+    version: int,
+    options: LoadOptions,
+) -> ModelVersion:
+    """Load ``version`` of the model in ``model_dir``; the result is READY or UNAVAILABLE."""
+    name = base_config.name
+    loaded = ModelVersion(name, version)
+    try:
+        _load_into(loaded, registry, model_dir, base_config, options)
+    except Exception as error:
+        loaded.reason = error.message if isinstance(error, NaiadError) else f"{type(error).__name__}: {error}"
+        loaded.state = ModelState.UNAVAILABLE
+        logger.error("model '%s' version %d failed to load: %s", name, version, loaded.reason)
+        if not isinstance(error, NaiadError):
+            logger.debug("traceback of the load failure of model '%s'", name, exc_info=error)
+        release_version(loaded)
+        return loaded
+    loaded.state = ModelState.READY
+    return loaded
+
+
+def _load_into(
+    loaded: ModelVersion,
+    registry: BackendRegistry,
+    model_dir: Path,
+    base_config: ModelConfig,
+    options: LoadOptions,
+) -> None:
+    config = ModelConfig()
+    config.CopyFrom(base_config)
+    backend = registry.get(config.backend)
+    context = ModelLoadContext(
+        model_name=config.name,
+        version=loaded.version,
+        model_dir=model_dir,
+        config=config,
+        auto_complete=options.auto_complete,
+        backend_config=dict(options.backend_config.get(config.backend, {})),
+    )
+    loaded.backend_model = backend.load_model(context)
+    model_config.fill_defaults(config, gpu_count=options.gpu_count)
+    model_config.validate_config(config, gpu_count=options.gpu_count)
+    loaded.config = config
+    loaded.config_json = model_config.config_to_json(config)
+    loaded.signature = ModelSignature.from_config(config)
+    for group in config.instance_group:
+        devices = list(group.gpus) if group.kind == ModelInstanceGroup.KIND_GPU else [0]
+        for device in devices:
+            for _ in range(group.count):
+                instance_name = f"{group.name}_{len(loaded.instances)}"
+                instance_context = InstanceContext(
+                    model_name=config.name,
+                    version=loaded.version,
+                    model_dir=model_dir,
+                    name=instance_name,
+                    kind=_KIND_NAMES[group.kind],
+                    device_id=device,
+                    config=config,
+                    config_json=loaded.config_json,
+                )
+                instance: ModelInstance = backend.create_instance(loaded.backend_model, instance_context)
+                loaded.instances.append((instance_name, instance))
+    if not loaded.instances:
+        raise NaiadError(
+            f"model '{config.name}' has no instances to run: every instance_group has count 0",
+            ErrorCode.INVALID_ARG,
+        )
+    loaded.scheduler = DirectScheduler(config.name, loaded.instances, decoupled=loaded.signature.decoupled)
+    loaded.scheduler.start()
+
+
+def release_version(loaded: ModelVersion) -> None:
+    """Stop the scheduler (finishing accepted requests), then finalize instances and model."""
+    name = loaded.name
+    if loaded.scheduler is not None:
+        loaded.scheduler.stop()
+        loaded.scheduler = None
+    for instance_name, instance in loaded.instances:
+        try:
+            instance.finalize()
+        except Exception:
+            logger.exception("instance '%s' of model '%s' failed to finalize", instance_name, name)
+    loaded.instances.clear()
+    if loaded.backend_model is not None:
+        try:
+            loaded.backend_model.finalize()
+        except Exception:
+            logger.exception("model '%s' version %d failed to finalize", name, loaded.version)
+        loaded.backend_model = None

@@ -1,0 +1,109 @@
+"""The server object: plugins, models, data plane and frontends in one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from naiad import __version__
+from naiad.dataplane import DataPlane, ServerState
+from naiad.devices import gpu_count
+from naiad.http import build_app
+from naiad.http.serving import HttpFrontend, bind_socket
+from naiad.lifecycle import ModelLifecycle
+from naiad.loading import LoadOptions
+from naiad.plugins import BackendRegistry
+from naiad.server_info import ServerInfo
+from naiad.startup_table import model_table
+
+logger = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The server cannot start; the message says why and what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """Everything ``naiad serve`` can be told, with Triton's defaults."""
+
+    model_repositories: tuple[Path, ...]
+    http_address: str = "0.0.0.0"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    allow_http: bool = True
+    http_server: str = "uvicorn"
+    auto_complete: bool = True
+    strict_readiness: bool = True
+    exit_on_error: bool = False
+    exit_timeout_secs: float = 30.0
+    backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+class Server:
+    """Owns the plugin registry, the model lifecycle, the data plane and the frontends."""
+
+    def __init__(self, options: ServerOptions, registry: BackendRegistry | None = None) -> None:
+        self.options = options
+        self.registry = registry or BackendRegistry()
+        self.lifecycle = ModelLifecycle(
+            self.registry,
+            options.model_repositories,
+            LoadOptions(
+                auto_complete=options.auto_complete,
+                gpu_count=gpu_count(),
+                backend_config=options.backend_config,
+            ),
+        )
+        self.dataplane = DataPlane(self.lifecycle, __version__, strict_readiness=options.strict_readiness)
+        self._stop = asyncio.Event()
+
+    def request_stop(self) -> None:
+        """Begin a graceful shutdown (what SIGTERM and SIGINT do)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Serve until stopped; then drain in-flight requests, unload models and return."""
+        frontends: list[HttpFrontend] = []
+        if self.options.allow_http:
+            sock = bind_socket(self.options.http_address, self.options.http_port, "HTTP", "--http-port")
+            frontends.append(HttpFrontend(build_app(self.dataplane), sock, self.options.http_server))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        self.registry.hook.naiad_server_configured(server=self._info())
+        for frontend in frontends:
+            await frontend.start()
+        try:
+            await asyncio.to_thread(self.lifecycle.load_all)
+            logger.info("models:\n%s", model_table(self.lifecycle))
+            if self.options.exit_on_error and not self.lifecycle.all_ready():
+                raise StartupError(
+                    "some models failed to load and --exit-on-error is true; see the errors above"
+                )
+            self.dataplane.state = ServerState.READY
+            logger.info("naiad %s is ready: %s", __version__, ", ".join(f.describe() for f in frontends))
+            await self._stop.wait()
+            logger.info("shutting down: readiness is now 503; waiting for in-flight requests")
+            self.dataplane.state = ServerState.EXITING
+            await self.dataplane.wait_idle(self.options.exit_timeout_secs)
+        finally:
+            for frontend in frontends:
+                await frontend.stop()
+            await asyncio.to_thread(self.lifecycle.unload_all)
+            logger.info("naiad stopped")
+
+    def _info(self) -> ServerInfo:
+        return ServerInfo(
+            name="naiad",
+            version=__version__,
+            model_repositories=self.options.model_repositories,
+            http_port=self.options.http_port if self.options.allow_http else None,
+            grpc_port=None,
+            metrics_port=None,
+            backend_config=self.options.backend_config,
+        )

@@ -1,0 +1,101 @@
+"""Checks a request against its model's config before it is queued, with Triton's texts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from naiad.errors import invalid_arg
+from naiad.inference import Tensor
+from naiad.models import ModelSignature
+
+_BATCH_NOTE = (
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be "
+    "prepended to each input shape. If you want to specify the full shape including the batch dim in "
+    "your input dims config, try setting max_batch_size to zero. See the model configuration docs for "
+    "more info on max_batch_size."
+)
+
+
+def request_prefix(request_id: str) -> str:
+    """Triton's ``[request id: ...]`` prefix of validation messages."""
+    return f"[request id: {request_id or '<id_unknown>'}] "
+
+
+def _format_names(names: Sequence[str]) -> str:
+    return "[" + ",".join(f"'{name}'" for name in names) + "]"
+
+
+def _format_shape(shape: Sequence[int]) -> str:
+    return "[" + ",".join(str(dim) for dim in shape) + "]"
+
+
+def validate_outputs(model_name: str, signature: ModelSignature, requested: Sequence[str]) -> None:
+    """Every requested output must exist in the config."""
+    for name in requested:
+        if name not in signature.outputs:
+            raise invalid_arg(f"unexpected inference output '{name}' for model '{model_name}'")
+
+
+def validate_inputs(
+    model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str
+) -> int:
+    """Check names, datatypes and shapes; return the request's batch size (1 if not batching)."""
+    prefix = request_prefix(request_id)
+    required = [spec.name for spec in signature.inputs.values() if not spec.optional]
+    given = [tensor.name for tensor in inputs]
+    missing = [name for name in required if name not in given]
+    if len(given) > len(signature.inputs) or missing:
+        expected = (
+            f"{len(required)}"
+            if len(required) == len(signature.inputs)
+            else f"between {len(required)} and {len(signature.inputs)}"
+        )
+        raise invalid_arg(
+            f"{prefix}expected {expected} inputs but got {len(given)} inputs for model '{model_name}'. "
+            f"Got input(s) {_format_names(given)}, but missing required input(s) "
+            f"{_format_names(missing)}. Please provide all required input(s)."
+        )
+    batching = signature.max_batch_size > 0
+    batch_size: int | None = None
+    for tensor in inputs:
+        spec = signature.inputs.get(tensor.name)
+        if spec is None:
+            raise invalid_arg(f"unexpected inference input '{tensor.name}' for model '{model_name}'")
+        if tensor.datatype != spec.datatype.wire:
+            raise invalid_arg(
+                f"{prefix}inference input '{tensor.name}' data-type is '{tensor.datatype}', but model "
+                f"'{model_name}' expects '{spec.datatype.wire}'"
+            )
+        shape = tensor.shape
+        dims = shape
+        if batching and not spec.is_shape_tensor:
+            if not shape:
+                raise invalid_arg(
+                    f"{prefix}input '{tensor.name}' has no batch dimension but model '{model_name}' "
+                    f"batches (max_batch_size {signature.max_batch_size}). {_BATCH_NOTE}"
+                )
+            if batch_size is None:
+                batch_size = shape[0]
+            elif shape[0] != batch_size:
+                raise invalid_arg(
+                    f"{prefix}input '{tensor.name}' batch size does not match other inputs for '{model_name}'"
+                )
+            dims = shape[1:]
+        if not _dims_match(dims, spec.dims):
+            expected_shape = ([-1] if batching else []) + list(spec.dims)
+            raise invalid_arg(
+                f"{prefix}unexpected shape for input '{tensor.name}' for model '{model_name}'. "
+                f"Expected {_format_shape(expected_shape)}, got {_format_shape(shape)}. "
+                + (_BATCH_NOTE if batching else "")
+            )
+    if batching and batch_size is not None and batch_size > signature.max_batch_size:
+        raise invalid_arg(
+            f"{prefix}inference request batch-size must be <= {signature.max_batch_size} for '{model_name}'"
+        )
+    return batch_size if batching and batch_size is not None else 1
+
+
+def _dims_match(shape: Sequence[int], dims: Sequence[int]) -> bool:
+    if len(shape) != len(dims):
+        return False
+    return all(want == -1 or got == want for got, want in zip(shape, dims, strict=True))

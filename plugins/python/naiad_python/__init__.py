@@ -1,0 +1,44 @@
+"""naiad's ``python`` backend: runs Triton python-backend models (``model.py``) unchanged.
+
+The two hook implementations below are all naiad sees of this package; the work happens in
+submodules imported on first use:
+
+* :mod:`naiad_python.backend_model` checks the model file and runs ``auto_complete_config``
+  (:mod:`naiad_python.autocomplete`);
+* :mod:`naiad_python.instance` imports a private copy of ``model.py`` per instance
+  (:mod:`naiad_python.loader`), calls ``initialize`` and enforces the ``execute`` contract;
+* :mod:`naiad_python.pbutils` implements the ``triton_python_backend_utils`` module models
+  import.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from naiad.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "naiad_create_instance", "naiad_load_model"]
+
+
+@hookimpl
+def naiad_load_model(context: ModelLoadContext) -> BackendModel:
+    """Check ``<version>/model.py`` and, when auto-complete is on, let the model complete its config."""
+    from naiad_python.backend_model import load_model
+
+    return load_model(context)
+
+
+@hookimpl
+def naiad_create_instance(model: BackendModel, context: InstanceContext) -> ModelInstance | None:
+    """Import a private copy of the model file and initialize a ``TritonPythonModel``."""
+    from naiad_python.backend_model import PythonModel
+    from naiad_python.instance import PythonModelInstance
+
+    if not isinstance(model, PythonModel):
+        return None
+    return PythonModelInstance(model, context)

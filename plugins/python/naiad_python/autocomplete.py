@@ -1,0 +1,81 @@
+"""``TritonPythonModel.auto_complete_config``: let the model fill in its own config.
+
+The model file is imported in a throw-away unit (Triton uses a throw-away interpreter),
+the static method gets a ``pb_utils.ModelConfig`` built from the config's Triton JSON, and
+the dict it returns replaces ``context.config``; naiad validates the result afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import traceback
+from pathlib import Path
+
+from naiad.backend import ModelLoadContext
+from naiad.errors import ErrorCode, NaiadError
+
+from naiad_python import loader
+from naiad_python.pbutils.model_config import ModelConfig
+from naiad_python.user_errors import USER_ERRORS, describe
+
+_log = logging.getLogger("naiad.python")
+
+
+def complete_config(context: ModelLoadContext, model_file: Path) -> None:
+    """Run the model's ``auto_complete_config`` (if it has one) and store the result in ``context.config``."""
+    from naiad.config import config_from_json, config_to_json_dict
+
+    name = context.model_name
+    try:
+        unit = loader.load_model_module(
+            model_name=name,
+            version=context.version,
+            model_dir=context.model_dir,
+            model_file=model_file,
+            tag="auto_complete",
+        )
+    except loader.ModelFileError:
+        raise
+    except USER_ERRORS as error:  # any failure of user code fails this model only
+        _log.error("failed to import %s for auto-complete:\n%s", model_file, traceback.format_exc())
+        raise NaiadError(
+            f"Failed to initialize Python stub for auto-complete of model '{name}': {describe(error)}",
+            ErrorCode.INTERNAL,
+        ) from error
+    try:
+        model_class = getattr(unit.module, "TritonPythonModel", None)
+        if model_class is None:
+            raise NaiadError(
+                f"python model file '{model_file}' of model '{name}' does not define class TritonPythonModel",
+                ErrorCode.INVALID_ARG,
+            )
+        method = getattr(model_class, "auto_complete_config", None)
+        if method is None:
+            return
+        config_dict = config_to_json_dict(context.config)
+        for key, default in (("name", name), ("max_batch_size", 0), ("input", []), ("output", [])):
+            config_dict.setdefault(key, default)
+        try:
+            result = method(ModelConfig(json.dumps(config_dict)))
+        except USER_ERRORS as error:
+            _log.error("auto_complete_config of model '%s' failed:\n%s", name, traceback.format_exc())
+            raise NaiadError(
+                f"auto_complete_config function of model '{name}' failed: {describe(error)}",
+                ErrorCode.INTERNAL,
+            ) from error
+        if not isinstance(result, ModelConfig):
+            raise NaiadError(
+                f"auto_complete_config function in model '{name}' must return a valid pb.ModelConfig object.",
+                ErrorCode.INTERNAL,
+            )
+        try:
+            completed = config_from_json(result.as_dict())
+        except Exception as error:
+            raise NaiadError(
+                f"auto_complete_config function in model '{name}' returned an invalid config: {error}",
+                ErrorCode.INVALID_ARG,
+            ) from error
+        context.config.CopyFrom(completed)
+    finally:
+        loader.unload_model_module(unit)

@@ -1,0 +1,62 @@
+"""Loading one version of a python model: the checks and auto-complete done before instances."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from naiad.backend import BackendModel, ModelLoadContext
+from naiad.errors import ErrorCode, NaiadError
+
+from naiad_python import autocomplete
+from naiad_python.loader import ModelFileError
+
+DEFAULT_MODEL_FILENAME = "model.py"
+
+_log = logging.getLogger("naiad.python")
+
+# Config parameters of Triton's python backend that naiad accepts but does not act on.
+_IGNORED_PARAMETERS = {
+    "EXECUTION_ENV_PATH": "models run in the server's own Python environment",
+    "FORCE_CPU_ONLY_INPUT_TENSORS": "inputs are always CPU tensors",
+}
+
+
+class PythonModel(BackendModel):
+    """A loaded python model version; each instance imports its own copy of the model file."""
+
+    def __init__(self, context: ModelLoadContext, model_file: Path) -> None:
+        self.name = context.model_name
+        self.version = context.version
+        self.model_dir = context.model_dir
+        self.model_file = model_file
+
+
+def model_file_of(context: ModelLoadContext) -> Path:
+    """``<version dir>/<default_model_filename or model.py>``."""
+    return context.version_dir / (context.config.default_model_filename or DEFAULT_MODEL_FILENAME)
+
+
+def load_model(context: ModelLoadContext) -> PythonModel:
+    """Check the model file, run ``auto_complete_config`` when asked, and return the model."""
+    model_file = model_file_of(context)
+    where = f"python model '{context.model_name}' version {context.version}"
+    if model_file.suffix != ".py":
+        raise NaiadError(
+            f"failed to load {where}: Model name must end with '.py'. Model name is \"{model_file.name}\"; "
+            "set default_model_filename to a .py file",
+            ErrorCode.INVALID_ARG,
+        )
+    if not model_file.is_file():
+        raise NaiadError(
+            f"failed to load {where}: Python model file not found in '{model_file}'", ErrorCode.NOT_FOUND
+        )
+    for key, reason in _IGNORED_PARAMETERS.items():
+        if key in context.config.parameters:
+            _log.warning("%s: config parameter %s is ignored by naiad (%s)", where, key, reason)
+    if context.auto_complete:
+        try:
+            autocomplete.complete_config(context, model_file)
+        except ModelFileError as error:  # pragma: no cover - checked above, kept for races
+            raise NaiadError(f"failed to load {where}: {error}", ErrorCode.NOT_FOUND) from error
+    return PythonModel(context, model_file)

@@ -1,0 +1,99 @@
+"""Conversions between naiad's core request/response types and the ``pb_utils`` ones."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from naiad import datatypes
+from naiad.errors import ErrorCode, NaiadError
+from naiad.inference import InferenceRequest as CoreRequest
+from naiad.inference import InferenceResponse as CoreResponse
+from naiad.inference import Tensor as CoreTensor
+
+from naiad_python.pbutils.errors import TritonError
+from naiad_python.pbutils.request import InferenceRequest
+from naiad_python.pbutils.response import InferenceResponse, InferenceResponseSender
+from naiad_python.pbutils.tensor import Tensor
+from naiad_python.pbutils.types import BYTES
+
+# Request parameters Triton consumes itself and never shows the model.
+_RESERVED_PARAMETERS = frozenset(
+    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output"}
+)
+
+
+def input_tensor(tensor: CoreTensor) -> Tensor:
+    """A request input as a ``pb_utils.Tensor`` sharing the core tensor's array."""
+    return Tensor._wrap(tensor.name, tensor.data, datatypes.from_wire(tensor.datatype).number)
+
+
+def output_tensor(tensor: Tensor) -> CoreTensor:
+    """A model output as a core tensor; numeric data is copied, as Triton does when it sends."""
+    number = tensor.triton_dtype()
+    data = tensor._wire_array()
+    data = datatypes.to_bytes_array(data) if number == BYTES else np.array(data, copy=True, order="C")
+    return CoreTensor(tensor.name(), datatypes.BY_NUMBER[number].wire, data)
+
+
+def core_error(error: TritonError) -> NaiadError:
+    """A ``TritonError`` as a ``NaiadError`` with the same code and message."""
+    return NaiadError(error.message(), ErrorCode[error.code().name])
+
+
+def core_response(response: InferenceResponse | None, requested: frozenset[str]) -> CoreResponse | None:
+    """A model response as a core response, keeping only the requested outputs."""
+    if response is None:
+        return None
+    parameters: dict[str, Any] = dict(response._parameter_dict())
+    error = response.error()
+    if error is not None:
+        return CoreResponse(error=core_error(error), parameters=parameters)
+    outputs = [output_tensor(t) for t in response.output_tensors() if t.name() in requested]
+    return CoreResponse(outputs=outputs, parameters=parameters)
+
+
+def request_parameters(request: CoreRequest) -> str:
+    """The custom parameters of a request as the JSON string ``request.parameters()`` returns."""
+    custom = {
+        key: value
+        for key, value in request.parameters.items()
+        if key not in _RESERVED_PARAMETERS and not key.startswith("triton_")
+    }
+    return json.dumps(custom)
+
+
+def received_request(
+    request: CoreRequest, *, decoupled: bool, config_outputs: Sequence[str]
+) -> InferenceRequest:
+    """The ``pb_utils.InferenceRequest`` handed to ``execute`` for one core request."""
+    requested = list(request.requested_outputs) or list(config_outputs)
+    sender = InferenceResponseSender(
+        _deliverer(request, frozenset(requested)), decoupled=decoupled, is_cancelled=request.is_cancelled
+    )
+    return InferenceRequest._received(
+        request_id=request.id,
+        correlation_id=request.correlation_id,
+        inputs=[input_tensor(tensor) for tensor in request.inputs.values()],
+        requested_output_names=requested,
+        model_name=request.model_name,
+        model_version=request.model_version,
+        flags=request.flags,
+        timeout=request.timeout_us,
+        parameters=request_parameters(request),
+        sender=sender,
+        is_cancelled=request.is_cancelled,
+    )
+
+
+def _deliverer(
+    request: CoreRequest, requested: frozenset[str]
+) -> Callable[[InferenceResponse | None, bool], None]:
+    core_sender = request.sender
+
+    def deliver(response: InferenceResponse | None, final: bool) -> None:
+        core_sender.send(core_response(response, requested), final=final)
+
+    return deliver

@@ -1,0 +1,219 @@
+"""``pb_utils.InferenceRequest`` and the small classes that travel with it.
+
+An ``InferenceRequest`` is either one naiad hands to ``execute`` (built by the backend with
+:meth:`InferenceRequest._received`) or one a model builds for BLS. BLS execution itself
+(``exec``/``async_exec``) is not implemented yet and raises.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping, Sequence
+
+from naiad_python.pbutils.errors import TritonModelException, not_supported
+from naiad_python.pbutils.response import InferenceResponseSender, ParameterValue, check_parameters
+from naiad_python.pbutils.tensor import Tensor
+
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+
+class MemoryType(enum.IntEnum):
+    """Where BLS outputs should be placed (``PreferredMemory``)."""
+
+    TRITONSERVER_MEMORY_GPU = 0
+    TRITONSERVER_MEMORY_CPU = 1
+
+
+TRITONSERVER_MEMORY_GPU = MemoryType.TRITONSERVER_MEMORY_GPU
+TRITONSERVER_MEMORY_CPU = MemoryType.TRITONSERVER_MEMORY_CPU
+
+
+class PreferredMemory:
+    """A BLS output placement hint; naiad keeps every tensor in host memory."""
+
+    __slots__ = ("preferred_device_id", "preferred_memory_type")
+
+    def __init__(self, preferred_memory_type: MemoryType, preferred_device_id: int = 0) -> None:
+        self.preferred_memory_type = MemoryType(preferred_memory_type)
+        self.preferred_device_id = int(preferred_device_id)
+
+
+class InferenceTrace:
+    """The request's trace; naiad does not trace python models yet, so there is no context."""
+
+    __slots__ = ("_context",)
+
+    def __init__(self, context: str | None = None) -> None:
+        self._context = context or None
+
+    def get_context(self) -> str | None:
+        """The trace context as a string, or ``None``."""
+        return self._context
+
+
+class InferenceRequest:
+    """A request: received in ``execute``, or built by the model for BLS."""
+
+    __slots__ = (
+        "_cancelled",
+        "_correlation_id",
+        "_flags",
+        "_inputs",
+        "_model_name",
+        "_model_version",
+        "_parameters",
+        "_preferred_memory",
+        "_release_flags",
+        "_request_id",
+        "_requested_output_names",
+        "_sender",
+        "_timeout",
+        "_trace",
+    )
+
+    def __init__(
+        self,
+        request_id: str = "",
+        correlation_id: int | str = 0,
+        inputs: Sequence[Tensor] | None = None,
+        requested_output_names: Sequence[str] | None = None,
+        model_name: str | None = None,
+        model_version: int = -1,
+        flags: int = 0,
+        timeout: int = 0,
+        preferred_memory: PreferredMemory | None = None,
+        trace: InferenceTrace | None = None,
+        parameters: Mapping[str, ParameterValue] | None = None,
+    ) -> None:
+        for argument, value in (
+            ("inputs", inputs),
+            ("requested_output_names", requested_output_names),
+            ("model_name", model_name),
+        ):
+            if value is None:
+                raise TypeError(f"InferenceRequest(): the '{argument}' argument is required")
+        if not isinstance(correlation_id, int | str):
+            raise TritonModelException("Correlation ID must be integer or string")
+        self._request_id = request_id
+        self._correlation_id: int | str = correlation_id
+        self._inputs = list(inputs or [])
+        self._requested_output_names = list(requested_output_names or [])
+        self._model_name = model_name or ""
+        self._model_version = model_version
+        self._flags = flags
+        self._timeout = timeout
+        self._preferred_memory = preferred_memory or PreferredMemory(TRITONSERVER_MEMORY_CPU)
+        self._trace = trace or InferenceTrace()
+        self._parameters = json.dumps(check_parameters(parameters))
+        self._sender: InferenceResponseSender | None = None
+        self._cancelled: Callable[[], bool] = _never
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+
+    @classmethod
+    def _received(
+        cls,
+        *,
+        request_id: str,
+        correlation_id: int | str,
+        inputs: list[Tensor],
+        requested_output_names: list[str],
+        model_name: str,
+        model_version: int,
+        flags: int,
+        timeout: int,
+        parameters: str,
+        sender: InferenceResponseSender,
+        is_cancelled: Callable[[], bool],
+    ) -> InferenceRequest:
+        """A request naiad hands to ``execute`` (no validation: naiad already did it)."""
+        request = cls.__new__(cls)
+        request._request_id = request_id
+        request._correlation_id = correlation_id
+        request._inputs = inputs
+        request._requested_output_names = requested_output_names
+        request._model_name = model_name
+        request._model_version = model_version
+        request._flags = flags
+        request._timeout = timeout
+        request._preferred_memory = PreferredMemory(TRITONSERVER_MEMORY_CPU)
+        request._trace = InferenceTrace()
+        request._parameters = parameters
+        request._sender = sender
+        request._cancelled = is_cancelled
+        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        return request
+
+    def inputs(self) -> list[Tensor]:
+        """Every input tensor of the request (optional inputs only when sent)."""
+        return self._inputs
+
+    def request_id(self) -> str:
+        """The client's request id, or ``""``."""
+        return self._request_id
+
+    def correlation_id(self) -> int | str:
+        """The sequence id (``0`` when there is none)."""
+        return self._correlation_id
+
+    def flags(self) -> int:
+        """Sequence flags: ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_START`` / ``..._END`` bits."""
+        return self._flags
+
+    def set_flags(self, flags: int) -> None:
+        """Set the sequence flags (for BLS requests)."""
+        self._flags = flags
+
+    def timeout(self) -> int:
+        """The request timeout in microseconds (0 = none)."""
+        return self._timeout
+
+    def parameters(self) -> str:
+        """The custom request parameters as a JSON string."""
+        return self._parameters
+
+    def requested_output_names(self) -> list[str]:
+        """The outputs the client asked for, or every output of the config when it asked for none."""
+        return self._requested_output_names
+
+    def trace(self) -> InferenceTrace:
+        """The request's trace object."""
+        return self._trace
+
+    def get_response_sender(self) -> InferenceResponseSender:
+        """The request's response sender (the same object on every call)."""
+        if self._sender is None:
+            raise TritonModelException(
+                "this InferenceRequest was built by the model (BLS); only requests received in execute() "
+                "have a response sender"
+            )
+        return self._sender
+
+    def is_cancelled(self) -> bool:
+        """True when the client cancelled the request or went away."""
+        return self._cancelled()
+
+    def set_release_flags(self, flags: int) -> None:
+        """Release flags; ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` is not supported yet."""
+        if flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            raise not_supported(
+                "Request rescheduling (set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE))"
+            )
+        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
+            raise TritonModelException(f"Unsupported release flags {flags!r}")
+        self._release_flags = flags
+
+    def exec(self, decoupled: bool = False) -> object:
+        """BLS: run this request on another model (not supported yet)."""
+        raise not_supported("BLS (InferenceRequest.exec)")
+
+    def async_exec(self, decoupled: bool = False) -> object:
+        """BLS from ``async def execute`` (not supported yet)."""
+        raise not_supported("BLS (InferenceRequest.async_exec)")
+
+
+def _never() -> bool:
+    return False

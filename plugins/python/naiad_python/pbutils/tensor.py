@@ -1,0 +1,136 @@
+"""``pb_utils.Tensor``: a named numpy array with a Triton datatype.
+
+Every tensor lives in host memory. BYTES tensors are captured when they are built (Triton
+serialises them in the constructor), so changing the source array afterwards does not
+change the tensor; numeric tensors keep a reference to their array, like Triton, and naiad
+copies them when the response is sent. BF16 tensors carry ``uint16`` bit patterns and can
+only be read or written through DLPack.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from naiad_python.pbutils import dlpack
+from naiad_python.pbutils.errors import TritonModelException
+from naiad_python.pbutils.types import BF16, BYTES, numpy_to_triton_type
+
+_KDL_CPU = 1
+
+
+class Tensor:
+    """Input or output data of a request: ``Tensor(name, numpy_array)``."""
+
+    __slots__ = ("_array", "_bytes", "_dtype", "_name")
+
+    def __init__(self, name: str, numpy_array: npt.ArrayLike) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor(): the name must be a str, not {type(name).__name__}")
+        if name == "":
+            raise TritonModelException("Tensor name cannot be an empty string.")
+        array = numpy_array if isinstance(numpy_array, np.ndarray) else np.asarray(numpy_array)
+        if array.dtype.kind in "biuf" and not array.dtype.isnative:
+            array = array.astype(array.dtype.newbyteorder("="))
+        dtype = numpy_to_triton_type(array.dtype)
+        if dtype is None:
+            raise TritonModelException(
+                f"NumPy dtype is not supported. Tensor '{name}' has dtype '{array.dtype}'; use "
+                "dtype=np.object_ (or np.bytes_) for strings and bytes"
+            )
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        self._name = name
+        self._array: npt.NDArray[Any] = array
+        self._dtype = dtype
+        self._bytes: npt.NDArray[np.object_] | None = _capture_bytes(array) if dtype == BYTES else None
+
+    @classmethod
+    def _wrap(cls, name: str, array: npt.NDArray[Any], dtype: int) -> Tensor:
+        """A tensor over an already-validated array (inputs from naiad, DLPack imports)."""
+        tensor = cls.__new__(cls)
+        tensor._name = name
+        tensor._array = array
+        tensor._dtype = dtype
+        tensor._bytes = array if dtype == BYTES else None
+        return tensor
+
+    @staticmethod
+    def from_dlpack(name: str, capsule: object) -> Tensor:
+        """A tensor sharing memory with a DLPack capsule or ``__dlpack__`` object (CPU, C order).
+
+        This is the only way to build BF16 tensors.
+        """
+        if name == "":
+            raise TritonModelException("Tensor name cannot be an empty string.")
+        array, bf16 = dlpack.from_dlpack(capsule)
+        if bf16:
+            return Tensor._wrap(name, array, BF16)
+        dtype = numpy_to_triton_type(array.dtype)
+        if dtype is None or dtype == BYTES:
+            raise TritonModelException(
+                f"DLPack tensor '{name}' has dtype '{array.dtype}', which has no Triton datatype"
+            )
+        return Tensor._wrap(name, array, dtype)
+
+    def name(self) -> str:
+        """The tensor name."""
+        return self._name
+
+    def triton_dtype(self) -> int:
+        """The Triton datatype number (``TYPE_FP32`` is 11, BYTES 13, BF16 14)."""
+        return self._dtype
+
+    def shape(self) -> list[int]:
+        """The full shape, batch dimension included."""
+        return [int(dim) for dim in self._array.shape]
+
+    def is_cpu(self) -> bool:
+        """Always true: naiad keeps tensors in host memory."""
+        return True
+
+    def as_numpy(self) -> npt.NDArray[Any]:
+        """The data as a numpy array; BYTES tensors give an ``np.object_`` array of ``bytes``."""
+        if self._dtype == BF16:
+            raise TritonModelException(
+                f"Tensor '{self._name}' has datatype BF16, which numpy cannot represent; read it through "
+                "DLPack instead (e.g. torch.from_dlpack(tensor))"
+            )
+        return self._array
+
+    def to_dlpack(self) -> object:
+        """A DLPack capsule sharing this tensor's memory (not for BYTES tensors)."""
+        return self._export()
+
+    def __dlpack__(self, stream: object = None, **kwargs: Any) -> object:
+        """DLPack protocol export; ``stream`` must be ``None`` for host memory."""
+        return self._export(stream=stream, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(kDLCPU, 0)``."""
+        return (_KDL_CPU, 0)
+
+    def _export(self, **kwargs: Any) -> object:
+        if self._dtype == BYTES:
+            raise TritonModelException("DLPack does not have support for string tensors.")
+        return dlpack.to_dlpack(self._array, bf16=self._dtype == BF16, **kwargs)
+
+    def _wire_array(self) -> npt.NDArray[Any]:
+        """The data as naiad sends it: BYTES as object arrays of bytes, BF16 as uint16."""
+        return self._bytes if self._bytes is not None else self._array
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._name!r}, dtype={self._dtype}, shape={self.shape()})"
+
+
+def _capture_bytes(array: npt.NDArray[Any]) -> npt.NDArray[np.object_]:
+    """A private object array of ``bytes``, encoded like ``serialize_byte_tensor`` does.
+
+    ``bytes`` (and ``np.bytes_``) elements are kept, anything else becomes ``str(x)`` in UTF-8.
+    """
+    out = np.empty(array.shape, dtype=np.object_)
+    for index, item in enumerate(array.flat):
+        out.flat[index] = bytes(item) if isinstance(item, bytes) else str(item).encode("utf-8")
+    return out

@@ -1,0 +1,200 @@
+"""Bad requests get Triton's status and error text, and the server keeps serving."""
+
+from __future__ import annotations
+
+import http.client
+import json
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from naiad.testing import ServerProcess
+
+
+@pytest.fixture
+def client(core_server: ServerProcess) -> httpclient.InferenceServerClient:
+    return httpclient.InferenceServerClient(core_server.http_url)
+
+
+def _post(
+    server: ServerProcess, path: str, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str]]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
+    connection.request("POST", path, body=body, headers=headers or {})
+    response = connection.getresponse()
+    status, payload = response.status, response.read()
+    connection.close()
+    return status, json.loads(payload)
+
+
+def _inputs(shape0: list[int], shape1: list[int], datatype1: str = "FP32") -> list[httpclient.InferInput]:
+    first = httpclient.InferInput("INPUT0", shape0, "FP32")
+    first.set_data_from_numpy(np.ones(shape0, dtype=np.float32))
+    second = httpclient.InferInput("INPUT1", shape1, datatype1)
+    second.set_data_from_numpy(np.ones(shape1, dtype=np.float32 if datatype1 == "FP32" else np.int32))
+    return [first, second]
+
+
+def _assert_still_serving(client: httpclient.InferenceServerClient) -> None:
+    result = client.infer("add_sub", _inputs([4], [4]))
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.full(4, 2, dtype=np.float32))
+
+
+def test_wrong_shape(client: httpclient.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub", _inputs([4], [5]))
+    assert caught.value.status() == "400"
+    assert caught.value.message() == (
+        "[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'add_sub'. "
+        "Expected [4], got [5]. "
+    )
+    _assert_still_serving(client)
+
+
+def test_missing_batch_dimension_mentions_max_batch_size(client: httpclient.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub_batch", _inputs([4], [4]))
+    assert caught.value.status() == "400"
+    assert "Expected [-1,4], got [4]. NOTE: Setting a non-zero max_batch_size" in caught.value.message()
+
+
+def test_batch_larger_than_max_batch_size(client: httpclient.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub_batch", _inputs([9, 4], [9, 4]))
+    assert caught.value.message() == (
+        "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'add_sub_batch'"
+    )
+
+
+def test_wrong_datatype(client: httpclient.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub", _inputs([4], [4], "INT32"), request_id="r1")
+    assert caught.value.status() == "400"
+    assert caught.value.message() == (
+        "[request id: r1] inference input 'INPUT1' data-type is 'INT32', but model 'add_sub' expects 'FP32'"
+    )
+    _assert_still_serving(client)
+
+
+def test_missing_input(client: httpclient.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub", _inputs([4], [4])[:1])
+    assert caught.value.status() == "400"
+    assert caught.value.message() == (
+        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) "
+        "['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s)."
+    )
+    _assert_still_serving(client)
+
+
+def test_unknown_output(client: httpclient.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub", _inputs([4], [4]), outputs=[httpclient.InferRequestedOutput("NOPE")])
+    assert caught.value.status() == "400"
+    assert caught.value.message() == "unexpected inference output 'NOPE' for model 'add_sub'"
+
+
+def test_unknown_model(client: httpclient.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("no_such_model", _inputs([4], [4]))
+    assert caught.value.status() == "404"
+    assert caught.value.message() == "Request for unknown model: 'no_such_model' is not found"
+    _assert_still_serving(client)
+
+
+def test_unknown_version(client: httpclient.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub", _inputs([4], [4]), model_version="7")
+    assert caught.value.status() == "404"
+    assert caught.value.message() == "Request for unknown model: 'add_sub' version 7 is not found"
+
+
+@pytest.mark.parametrize(
+    ("body", "message_start"),
+    [
+        (b"{not json", "failed to parse the request JSON buffer"),
+        (b"\x00\x01\x02garbage", "failed to parse the request JSON buffer"),
+        (b"{}", "Unable to parse 'inputs'"),
+        (b'{"inputs": 5}', "Unable to parse 'inputs'"),
+        (
+            b'{"inputs":[{"name":"INPUT0","shape":[4],"datatype":"FP32","data":[1,2,"a",4]},'
+            b'{"name":"INPUT1","shape":[4],"datatype":"FP32","data":[1,1,1,1]}]}',
+            "Unable to parse 'data'",
+        ),
+        (
+            b'{"inputs":[{"name":"INPUT0","shape":[4],"datatype":"FP32","data":[1,2,3]},'
+            b'{"name":"INPUT1","shape":[4],"datatype":"FP32","data":[1,1,1,1]}]}',
+            "Unable to parse 'data': Shape does not match",
+        ),
+    ],
+)
+def test_malformed_body(
+    core_server: ServerProcess, client: httpclient.InferenceServerClient, body: bytes, message_start: str
+) -> None:
+    status, payload = _post(core_server, "/v2/models/add_sub/infer", body)
+    assert status == 500
+    assert payload["error"].startswith(message_start)
+    _assert_still_serving(client)
+
+
+def test_binary_data_shorter_than_declared(core_server: ServerProcess) -> None:
+    header = json.dumps(
+        {
+            "inputs": [
+                {"name": "INPUT0", "shape": [4], "datatype": "FP32", "parameters": {"binary_data_size": 16}},
+                {"name": "INPUT1", "shape": [4], "datatype": "FP32", "parameters": {"binary_data_size": 16}},
+            ]
+        }
+    ).encode()
+    status, payload = _post(
+        core_server,
+        "/v2/models/add_sub/infer",
+        header + bytes(20),
+        {"Inference-Header-Content-Length": str(len(header))},
+    )
+    assert status == 400
+    assert (
+        payload["error"]
+        == "unexpected size for input 'INPUT1', expecting 12 additional bytes for model 'add_sub'"
+    )
+
+
+def test_reserved_parameter_is_refused(core_server: ServerProcess) -> None:
+    body = json.dumps(
+        {
+            "parameters": {"triton_secret": 1},
+            "inputs": [
+                {"name": "INPUT0", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+                {"name": "INPUT1", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+            ],
+        }
+    ).encode()
+    status, payload = _post(core_server, "/v2/models/add_sub/infer", body)
+    assert status == 400
+    assert payload["error"].startswith("parameter keys starting with 'triton_' are reserved")
+
+
+def test_exception_in_execute_is_a_500_for_that_request_only(
+    client: httpclient.InferenceServerClient,
+) -> None:
+    tensor = httpclient.InferInput("INPUT0", [2], "FP32")
+    tensor.set_data_from_numpy(np.ones(2, dtype=np.float32))
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("raises_in_execute", [tensor])
+    assert caught.value.status() == "500"
+    assert "cannot handle this input" in caught.value.message()
+    assert "raises_in_execute" in caught.value.message()
+    _assert_still_serving(client)
+
+
+def test_unknown_path_and_wrong_method(core_server: ServerProcess) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", core_server.http_port, timeout=30)
+    connection.request("GET", "/v2/nothing/here")
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (404, {"error": "Not Found"})
+    connection.request("GET", "/v2/models/add_sub/infer")
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (405, {"error": "Method Not Allowed"})
+    connection.close()

@@ -1,0 +1,79 @@
+"""SIGTERM: readiness goes 503, accepted requests finish, models are finalized, exit code 0."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import tritonclient.http as httpclient
+
+from naiad.testing import ModelRepositoryBuilder, ServerProcess
+
+SLOW = """
+import time
+from pathlib import Path
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.marker = Path(args["model_repository"]) / "finalized"
+
+    def execute(self, requests):
+        time.sleep(1.5)
+        outputs = [pb_utils.Tensor("OUTPUT0", r.inputs()[0].as_numpy() * 2) for r in requests]
+        return [pb_utils.InferenceResponse([output]) for output in outputs]
+
+    def finalize(self):
+        self.marker.write_text("yes")
+"""
+
+CONFIG = """
+backend: "python"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+"""
+
+
+def _ready_status(port: int) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", "/v2/health/ready")
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_sigterm_drains_in_flight_requests(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    model_dir: Path = model_repository.add_python_model("slow", SLOW, CONFIG)
+    server = naiad_server(model_repository.root)
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=30)
+    tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+    tensor.set_data_from_numpy(np.array([21], dtype=np.float32))
+    results: list[np.ndarray] = []
+    worker = threading.Thread(
+        target=lambda: results.append(client.infer("slow", [tensor]).as_numpy("OUTPUT0"))
+    )
+    worker.start()
+    time.sleep(0.5)  # the request is executing now
+    server.process.terminate()
+    deadline = time.monotonic() + 5
+    statuses = set()
+    while time.monotonic() < deadline and worker.is_alive():
+        try:
+            statuses.add(_ready_status(server.http_port))
+        except OSError:
+            break
+        time.sleep(0.05)
+    worker.join(10)
+    assert server.process.wait(30) == 0
+    np.testing.assert_array_equal(results[0], [42])
+    assert 503 in statuses
+    assert (model_dir / "finalized").read_text() == "yes"
