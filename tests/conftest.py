@@ -89,9 +89,13 @@ def build_core_repository(root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def core_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server over the core repository, for tests that only read or infer."""
-    repository = build_core_repository(tmp_path_factory.mktemp("core") / "models")
-    server = start_server([repository])
+def core_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_core_repository(tmp_path_factory.mktemp("core") / "models")
+
+
+@pytest.fixture(scope="session", params=["uvicorn", "hypercorn"])
+def core_server(request: pytest.FixtureRequest, core_repository: Path) -> Iterator[ServerProcess]:
+    """One server over the core repository per HTTP server implementation."""
+    server = start_server([core_repository], f"--http-server={request.param}")
     yield server
     server.stop()

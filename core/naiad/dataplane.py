@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from naiad.inference import (
     InferenceRequest,
     InferenceResponse,
     ParameterValue,
+    ResponseEvent,
     ResponseStream,
     Tensor,
 )
@@ -149,6 +150,26 @@ class DataPlane:
         if scheduler is None:
             raise unavailable(f"model '{prepared.model.name}' is not at ready state")
         scheduler.submit(prepared.request)
+
+    async def stream(self, prepared: PreparedRequest) -> AsyncIterator[ResponseEvent]:
+        """Queue a request of any model and yield its events until the final one.
+
+        Decoupled models may yield many responses, none, or a flag-only final event
+        (``event.response is None``). If the consumer stops early (client gone, call
+        cancelled) the request is cancelled: dropped if still queued, flagged if running.
+        """
+        self.submit(prepared)
+        self._enter()
+        try:
+            while True:
+                event = await prepared.stream.next_event()
+                yield event
+                if event.final:
+                    return
+        finally:
+            if not prepared.request.sender.closed:
+                prepared.request.cancel()
+            self._leave()
 
     async def infer(self, prepared: PreparedRequest) -> InferenceResponse:
         """Run a request of a non-decoupled model and return its single response."""

@@ -99,7 +99,9 @@ def serialize_bytes(array: npt.NDArray[Any]) -> bytes:
     return b"".join(parts)
 
 
-def deserialize_bytes(buffer: bytes | memoryview, count: int | None = None) -> npt.NDArray[np.object_]:
+def deserialize_bytes(
+    buffer: bytes | bytearray | memoryview, count: int | None = None
+) -> npt.NDArray[np.object_]:
     """Decode a length-prefixed BYTES buffer into a flat object array.
 
     When ``count`` is given the buffer must hold exactly that many elements.

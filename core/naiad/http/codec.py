@@ -20,6 +20,7 @@ from naiad.errors import ErrorCode, NaiadError, invalid_arg
 from naiad.inference import InferenceResponse, ParameterValue, Tensor
 from naiad.models import ModelSignature
 from naiad.validation import request_prefix
+from naiad.wire import from_bytes, tensor_bytes
 
 
 def parse_error(message: str) -> NaiadError:
@@ -73,7 +74,9 @@ def decode_request(
         raise parse_error("Unable to parse 'inputs': attempt to access non-existing object member 'inputs'")
     if not isinstance(raw_inputs, list):
         raise parse_error("Unable to parse 'inputs': attempt to access JSON non-array as array")
-    binary = memoryview(body)[json_end:]
+    # One copy into a bytearray keeps tensors writable, as Triton's python backend hands them out;
+    # every binary input is then a view into it.
+    binary = memoryview(bytearray(memoryview(body)[json_end:]))
     offset = 0
     inputs: list[Tensor] = []
     seen: set[str] = set()
@@ -184,34 +187,6 @@ def _decode_input(
     return Tensor(name, datatype.wire, from_bytes(chunk, datatype, shape, name, model_name, request_id)), size
 
 
-def from_bytes(
-    chunk: memoryview | bytes,
-    datatype: datatypes.DataType,
-    shape: list[int],
-    name: str,
-    model_name: str,
-    request_id: str,
-) -> npt.NDArray[Any]:
-    """A tensor from its raw little-endian bytes (a view, not a copy, for fixed-size types)."""
-    count = math.prod(shape)
-    if datatype.wire == "BYTES":
-        try:
-            items = datatypes.deserialize_bytes(chunk, count)
-        except NaiadError as error:
-            raise invalid_arg(
-                f"{request_prefix(request_id)}input '{name}' for model '{model_name}' has invalid BYTES "
-                f"data: {error.message}"
-            ) from None
-        return items.reshape(shape)
-    expected = count * datatype.byte_size
-    if len(chunk) != expected:
-        raise invalid_arg(
-            f"{request_prefix(request_id)}input byte size mismatch for input '{name}' for model "
-            f"'{model_name}'. Expected {expected}, got {len(chunk)}"
-        )
-    return np.frombuffer(chunk, dtype=datatype.numpy.newbyteorder("<")).reshape(shape)
-
-
 def _from_json(data: Any, datatype: datatypes.DataType, shape: list[int], name: str) -> npt.NDArray[Any]:
     if datatype.wire in ("FP16", "BF16"):
         raise invalid_arg(
@@ -299,7 +274,7 @@ def _decode_raw(body: bytes, model_name: str, signature: ModelSignature) -> Deco
         shape = dims
     if signature.max_batch_size > 0:
         shape = [1, *shape]
-    data = from_bytes(body, spec.datatype, shape, spec.name, model_name, "")
+    data = from_bytes(bytearray(body), spec.datatype, shape, spec.name, model_name, "")
     return DecodedRequest("", [Tensor(spec.name, spec.datatype.wire, data)], [], {}, True)
 
 
@@ -344,13 +319,6 @@ def encode_response(
     if not chunks:
         return header, None
     return b"".join([header, *chunks]), len(header)
-
-
-def tensor_bytes(tensor: Tensor) -> bytes:
-    """The wire bytes of a tensor: little-endian, row-major; BYTES length-prefixed."""
-    if tensor.datatype == "BYTES":
-        return datatypes.serialize_bytes(tensor.data)
-    return np.ascontiguousarray(tensor.data, dtype=tensor.data.dtype.newbyteorder("<")).tobytes()
 
 
 def _to_json(tensor: Tensor) -> list[Any]:

@@ -34,7 +34,7 @@ class Tensor:
         array = numpy_array if isinstance(numpy_array, np.ndarray) else np.asarray(numpy_array)
         if array.dtype.kind in "biuf" and not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
-        dtype = numpy_to_triton_type(array.dtype)
+        dtype = numpy_to_triton_type(array.dtype.type)
         if dtype is None:
             raise TritonModelException(
                 f"NumPy dtype is not supported. Tensor '{name}' has dtype '{array.dtype}'; use "

@@ -1,0 +1,214 @@
+"""Loading: model files, auto-complete, initialize args, isolation, get_model_dir, lifecycle."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from naiad.backend import ModelLoadContext
+from naiad.errors import ErrorCode, NaiadError
+from naiad.plugins import Backend
+from naiad.protocol.model_config_pb2 import DataType, ModelConfig
+
+from .conftest import LoadModel
+from .models import (
+    ADD_SUB,
+    AUTO_COMPLETE,
+    LIFECYCLE,
+    RAISE_IN_INITIALIZE,
+    PythonModelSpec,
+    isolation_model,
+)
+
+ONE = {"IN": np.array([1], np.int32)}
+
+
+def test_initialize_receives_tritons_args(load_model: LoadModel) -> None:
+    model = load_model("lifecycle", LIFECYCLE)
+    args = json.loads(model.infer(ONE).output("ARGS")[0])
+    assert args == {
+        "model_config": model.config_json,
+        "model_instance_kind": "CPU",
+        "model_instance_name": "lifecycle_0",
+        "model_instance_device_id": "0",
+        "model_repository": str(model.model_dir),
+        "model_version": "1",
+        "model_name": "lifecycle",
+    }
+    assert json.loads(args["model_config"])["backend"] == "python"
+
+
+def test_auto_complete_without_config_file(load_model: LoadModel) -> None:
+    model = load_model("auto", AUTO_COMPLETE, auto_complete=True)
+    config = model.config
+    assert config.backend == "python"
+    assert config.max_batch_size == 8
+    assert config.HasField("dynamic_batching")
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [("INPUT0", DataType.TYPE_FP32, [4])]
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.output] == [
+        ("OUTPUT0", DataType.TYPE_FP32, [4])
+    ]
+    data = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(model.infer({"INPUT0": data}).output("OUTPUT0"), data * 2)
+
+
+def test_auto_complete_disabled_leaves_the_config_alone(load_model: LoadModel) -> None:
+    spec = PythonModelSpec(
+        AUTO_COMPLETE.model_py,
+        config='name: "{name}" backend: "python" max_batch_size: 0 '
+        'input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }] '
+        'output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }]',
+    )
+    model = load_model("auto", spec, auto_complete=False)
+    assert model.config.max_batch_size == 0
+    assert not model.config.HasField("dynamic_batching")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "return None",
+            "auto_complete_config function in model 'auto' must return a valid pb.ModelConfig object.",
+        ),
+        (
+            "config.set_max_batch_size(2); return config",
+            "auto_complete_config function of model 'auto' failed: ValueError: configuration specified "
+            "max_batch_size 4, but in auto-complete-config function for model 'auto' specified max_batch_size 2",
+        ),
+        (
+            'config.add_input({"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [4]}); return config',
+            "auto_complete_config function of model 'auto' failed: ValueError: unable to load model 'auto', "
+            "configuration expects datatype TYPE_FP32 for input 'INPUT0', model provides TYPE_INT32",
+        ),
+    ],
+)
+def test_auto_complete_failures(load_model: LoadModel, body: str, message: str) -> None:
+    spec = PythonModelSpec(
+        f"""
+        class TritonPythonModel:
+            @staticmethod
+            def auto_complete_config(config):
+                {body}
+
+            def execute(self, requests):
+                return []
+        """,
+        config='name: "{name}" backend: "python" max_batch_size: 4 '
+        'input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }]',
+    )
+    with pytest.raises(NaiadError) as excinfo:
+        load_model("auto", spec, auto_complete=True)
+    assert excinfo.value.message == message
+
+
+def test_exception_in_initialize_fails_the_load(load_model: LoadModel) -> None:
+    with pytest.raises(NaiadError) as excinfo:
+        load_model("broken", RAISE_IN_INITIALIZE)
+    assert excinfo.value.code is ErrorCode.INTERNAL
+    assert excinfo.value.message == (
+        "Failed to initialize python model 'broken' version 1 (instance 'broken_0'): RuntimeError: no weights found"
+    )
+    assert not [name for name in sys.modules if "broken" in name and name.startswith("_naiad_python_models")]
+
+
+def test_import_error_fails_the_load(load_model: LoadModel) -> None:
+    spec = PythonModelSpec("import not_a_module_anywhere\n", config=ADD_SUB.config)
+    with pytest.raises(NaiadError) as excinfo:
+        load_model("bad_import", spec)
+    assert "ModuleNotFoundError: No module named 'not_a_module_anywhere'" in excinfo.value.message
+    assert "'bad_import'" in excinfo.value.message
+
+
+@pytest.mark.parametrize(
+    ("filename", "message"),
+    [
+        ("", "Python model file not found in '{dir}/1/model.py'"),
+        ("other.py", "Python model file not found in '{dir}/1/other.py'"),
+        ("model.txt", 'Model name must end with \'.py\'. Model name is "model.txt"'),
+    ],
+)
+def test_model_file_problems(python_backend: Backend, repo: Path, filename: str, message: str) -> None:
+    model_dir = repo / "missing"
+    (model_dir / "1").mkdir(parents=True)
+    config = ModelConfig(name="missing", backend="python", default_model_filename=filename)
+    context = ModelLoadContext(
+        model_name="missing", version=1, model_dir=model_dir, config=config, auto_complete=True
+    )
+    with pytest.raises(NaiadError) as excinfo:
+        python_backend.load_model(context)
+    assert excinfo.value.message.startswith("failed to load python model 'missing' version 1: ")
+    assert message.format(dir=model_dir) in excinfo.value.message
+
+
+def test_custom_model_filename(load_model: LoadModel) -> None:
+    spec = PythonModelSpec(
+        "raise RuntimeError('model.py must not be imported')\n",
+        config=str(ADD_SUB.config) + '\ndefault_model_filename: "add_sub_impl.py"',
+        files={"add_sub_impl.py": ADD_SUB.model_py},
+    )
+    model = load_model("custom", spec)
+    four = np.ones(4, np.float32)
+    np.testing.assert_array_equal(model.infer({"INPUT0": four, "INPUT1": four}).output("OUTPUT0"), four * 2)
+
+
+def test_models_and_instances_do_not_share_modules(load_model: LoadModel) -> None:
+    first = load_model("first", isolation_model("one"))
+    second = load_model("second", isolation_model("two"))
+
+    def outputs(model: object, instance: int) -> dict[str, list[object]]:
+        collected = model.infer(ONE, instance=instance)  # type: ignore[attr-defined]
+        response = collected.only()
+        assert response.error is None, response.error
+        return {tensor.name: tensor.data.tolist() for tensor in response.outputs}
+
+    a0 = outputs(first, 0)
+    assert a0["LABEL"] == [b"one"]
+    assert a0["SAME"] == [True]  # `import helpers` and `from . import helpers` are one module
+    assert a0["COUNT"] == [1, 1]
+    assert a0["SHARED"] == [b"shared-one"]
+    assert outputs(first, 0)["COUNT"] == [2, 2]
+    assert outputs(first, 1)["COUNT"] == [1, 1]  # the other instance has its own globals
+    b0 = outputs(second, 0)
+    assert b0["LABEL"] == [b"two"]
+    assert b0["SHARED"] == [b"shared-two"]
+    assert b0["COUNT"] == [1, 1]
+
+
+def test_get_model_dir_answers_for_each_model(load_model: LoadModel) -> None:
+    first = load_model("first", isolation_model("one"))
+    second = load_model("second", isolation_model("two"))
+    for model in (first, second):
+        dirs = model.infer(ONE).output("MODEL_DIR").tolist()
+        # from execute, from a helper module, from a thread, at import time
+        assert dirs == [str(model.model_dir / "1").encode()] * 4
+
+
+def test_get_model_dir_outside_model_code_raises() -> None:
+    import triton_python_backend_utils as pb_utils
+
+    with pytest.raises(pb_utils.TritonModelException, match="only works when called from a model's code"):
+        pb_utils.get_model_dir()
+
+
+def test_finalize_and_is_ready(load_model: LoadModel) -> None:
+    model = load_model("lifecycle", LIFECYCLE)
+    instance = model.instances[0]
+    assert instance.is_ready()
+    model.infer(ONE, parameters={"ready": False}).only()
+    assert not instance.is_ready()
+    model.close()
+    assert (model.model_dir / "1" / "finalized-lifecycle_0").read_text() == "bye"
+    assert not [name for name in sys.modules if name.startswith("_naiad_python_models.lifecycle")]
+
+
+def test_model_directories_are_on_sys_path_while_loaded(load_model: LoadModel) -> None:
+    model = load_model("add_sub", ADD_SUB)
+    assert str(model.model_dir / "1") in sys.path
+    assert str(model.model_dir) in sys.path
+    model.close()
+    assert str(model.model_dir / "1") not in sys.path

@@ -1,0 +1,51 @@
+"""The README's first commands and snippets work as written against the example repository."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from naiad.testing import ServerProcess, start_server
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```(\w*)\n(.*?)```", README, flags=re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def example_server() -> Iterator[ServerProcess]:
+    server = start_server([ROOT / "examples" / "model_repository"])
+    yield server
+    server.stop()
+
+
+def test_readme_starts_with_the_two_setup_commands() -> None:
+    first_two = [body.strip() for _, body in BLOCKS[:2]]
+    assert first_two[0].startswith("make serve")
+    assert first_two[1].startswith("make test")
+
+
+def test_readme_curl_requests(example_server: ServerProcess) -> None:
+    commands = re.findall(r"curl -s localhost:8000(\S+) -d\s*'([^']*)'", README)
+    assert len(commands) >= 2
+    for path, body in commands:
+        request = urllib.request.Request(f"http://{example_server.http_url}{path}", data=body.encode(), method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+            assert json.loads(response.read())["outputs"]
+
+
+def test_readme_tritonclient_snippet(example_server: ServerProcess) -> None:
+    snippet = next(body for language, body in BLOCKS if language == "python" and "tritonclient" in body)
+    code = snippet.replace('"localhost:8000"', f'"{example_server.http_url}"')
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    assert printed.getvalue().strip() == "[11. 12. 13. 14.] [-9. -8. -7. -6.]"
