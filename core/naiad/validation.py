@@ -46,12 +46,12 @@ def validate_inputs(
     missing = [name for name in required if name not in given]
     if len(given) > len(signature.inputs) or missing:
         expected = (
-            f"{len(required)}"
+            f"{len(required)} inputs"
             if len(required) == len(signature.inputs)
-            else f"between {len(required)} and {len(signature.inputs)}"
+            else f"number of inputs between {len(required)} and {len(signature.inputs)}"
         )
         raise invalid_arg(
-            f"{prefix}expected {expected} inputs but got {len(given)} inputs for model '{model_name}'. "
+            f"{prefix}expected {expected} but got {len(given)} inputs for model '{model_name}'. "
             f"Got input(s) {_format_names(given)}, but missing required input(s) "
             f"{_format_names(missing)}. Please provide all required input(s)."
         )

@@ -10,17 +10,20 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from naiad.dataplane import DataPlane, ServerState
-from naiad.errors import NaiadError, invalid_arg
+from naiad.dataplane import DataPlane, PreparedRequest, ServerState
+from naiad.errors import NaiadError, invalid_arg, unsupported
 from naiad.http import codec
+from naiad.http.disconnect import until_disconnected
+from naiad.http.generate import generate_events, generate_once, prepare_generate
 from naiad.http.status import http_status
 
 logger = logging.getLogger(__name__)
 
 _JSON = "application/json"
+_EVENT_STREAM = "text/event-stream; charset=utf-8"
 _EMPTY_OK = Response(b"", status_code=200)
 _EXITING = JSONResponse({"error": "Server not ready: it is shutting down"}, status_code=503)
 
@@ -76,10 +79,26 @@ def build_app(dataplane: DataPlane) -> Starlette:
         except NaiadError as error:
             return error_response(error)
 
+    async def generate(request: Request) -> Response:
+        try:
+            prepared = await _prepare_generate(dataplane, request)
+            return JSONResponse(await until_disconnected(request, generate_once(dataplane, prepared)))
+        except NaiadError as error:
+            return error_response(error)
+
+    async def generate_stream(request: Request) -> Response:
+        try:
+            prepared = await _prepare_generate(dataplane, request)
+        except NaiadError as error:
+            return error_response(error)
+        return StreamingResponse(generate_events(dataplane, prepared), media_type=_EVENT_STREAM)
+
     model_routes = [
         ("/ready", model_ready, "GET"),
         ("/config", model_config, "GET"),
         ("/infer", infer, "POST"),
+        ("/generate", generate, "POST"),
+        ("/generate_stream", generate_stream, "POST"),
         ("", model_metadata, "GET"),
     ]
     routes = [
@@ -121,7 +140,9 @@ async def _infer(dataplane: DataPlane, request: Request) -> Response:
         request_id=decoded.id,
         parameters=decoded.parameters,
     )
-    response = await dataplane.infer(prepared)
+    if model.signature.decoupled:
+        raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
+    response = await until_disconnected(request, dataplane.infer(prepared))
     payload, json_length = codec.encode_response(
         response, model_name=model.name, model_version=model.version, request=decoded
     )
@@ -134,6 +155,13 @@ async def _infer(dataplane: DataPlane, request: Request) -> Response:
         headers["Content-Encoding"] = encoding
     media_type = _JSON if json_length is None else "application/octet-stream"
     return Response(payload, headers=headers, media_type=media_type)
+
+
+async def _prepare_generate(dataplane: DataPlane, request: Request) -> PreparedRequest:
+    model = dataplane.lifecycle.lookup(request.path_params["model"], _version(request))
+    if request.headers.get("content-encoding", "identity") != "identity":
+        raise invalid_arg("Unsupported content-encoding, only 'identity' is supported.")
+    return prepare_generate(dataplane, model, await request.body())
 
 
 def _header_length(value: str | None) -> int | None:
