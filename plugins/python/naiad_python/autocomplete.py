@@ -14,7 +14,6 @@ from pathlib import Path
 
 from naiad.backend import ModelLoadContext
 from naiad.errors import ErrorCode, NaiadError
-
 from naiad_python import loader
 from naiad_python.pbutils.model_config import ModelConfig
 from naiad_python.user_errors import USER_ERRORS, describe

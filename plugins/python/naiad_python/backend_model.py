@@ -7,7 +7,6 @@ from pathlib import Path
 
 from naiad.backend import BackendModel, ModelLoadContext
 from naiad.errors import ErrorCode, NaiadError
-
 from naiad_python import autocomplete
 from naiad_python.loader import ModelFileError
 

@@ -18,7 +18,6 @@ from typing import Any
 from naiad.backend import InstanceContext, ModelInstance
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import InferenceRequest as CoreRequest
-
 from naiad_python import convert, loader
 from naiad_python.backend_model import PythonModel
 from naiad_python.event_loop import EventLoopThread
@@ -131,7 +130,7 @@ class PythonModelInstance(ModelInstance):
             return
         if self.decoupled:
             raise ContractError(
-                f"Python model '{self.model_name}' is using the decoupled mode and the execute function must "
+                f"Python model '{self.name}' is using the decoupled mode and the execute function must "
                 "return None."
             )
         if not isinstance(returned, list):
@@ -171,7 +170,7 @@ class PythonModelInstance(ModelInstance):
                 if future.result() is None:
                     return
                 error = ContractError(
-                    f"Python model '{self.model_name}' is using the decoupled mode and the execute function "
+                    f"Python model '{self.name}' is using the decoupled mode and the execute function "
                     "must return None."
                 )
             else:
@@ -181,7 +180,8 @@ class PythonModelInstance(ModelInstance):
     def _fail_batch(self, batch: list[InferenceRequest], error: BaseException) -> None:
         """Answer every request of the batch that is still open with Triton's INTERNAL error."""
         text = str(error) if isinstance(error, ContractError) else describe(error)
-        message = f"Failed to process the request(s) for model '{self.model_name}', message: {text}"
+        # Triton names the instance here ("<group>_<index>"), not the model.
+        message = f"Failed to process the request(s) for model '{self.name}', message: {text}"
         _log.error("%s", message.rstrip(), exc_info=None if isinstance(error, ContractError) else error)
         triton_error = TritonError(message, TritonError.INTERNAL)
         for request in batch:
@@ -194,17 +194,21 @@ class PythonModelInstance(ModelInstance):
         """Non-decoupled: deliver responses still waiting for a final flag, fail requests with none."""
         for index, request in enumerate(batch):
             sender = request.get_response_sender()
-            if sender._finish():
-                continue
-            sender._fail(
-                TritonError(
-                    f"Python model '{self.model_name}' sent no response for request {index} of the batch "
-                    f"(request id '{request.request_id()}'): execute() returned None for it and did not send "
-                    "one through request.get_response_sender(); return an InferenceResponse for every "
-                    "request, or send one with flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL",
-                    TritonError.INTERNAL,
+            try:
+                if sender._finish():
+                    continue
+                sender._fail(
+                    TritonError(
+                        f"Python model '{self.model_name}' sent no response for request {index} of the "
+                        f"batch (request id '{request.request_id()}'): execute() returned None for it and "
+                        "did not send one through request.get_response_sender(); return an "
+                        "InferenceResponse for every request, or send one with "
+                        "flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+                        TritonError.INTERNAL,
+                    )
                 )
-            )
+            except Exception:  # e.g. an output that cannot be converted; naiad answers it instead
+                _log.exception("could not send the response of model '%s'", self.model_name)
 
     # -- readiness and unload --------------------------------------------------------------------
 

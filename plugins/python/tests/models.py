@@ -50,7 +50,7 @@ def write_model(repo: Path, name: str, spec: PythonModelSpec, *, version: int = 
 # -- add_sub: Triton's examples/add_sub ------------------------------------------------------
 
 ADD_SUB = PythonModelSpec(
-    model_py='''
+    model_py="""
     import json
 
     import triton_python_backend_utils as pb_utils
@@ -79,7 +79,7 @@ ADD_SUB = PythonModelSpec(
 
         def finalize(self):
             pass
-    ''',
+    """,
     config="""
     name: "{name}"
     backend: "python"
@@ -99,7 +99,7 @@ ADD_SUB = PythonModelSpec(
 # -- BYTES identity (+ an upper-cased str output) --------------------------------------------
 
 BYTES_IDENTITY = PythonModelSpec(
-    model_py='''
+    model_py="""
     import numpy as np
     import triton_python_backend_utils as pb_utils
 
@@ -121,7 +121,7 @@ BYTES_IDENTITY = PythonModelSpec(
                     )
                 )
             return responses
-    ''',
+    """,
     config="""
     name: "{name}"
     backend: "python"
@@ -137,7 +137,7 @@ BYTES_IDENTITY = PythonModelSpec(
 # -- decoupled repeat: one response per input element, sent from a thread ---------------------
 
 DECOUPLED_REPEAT = PythonModelSpec(
-    model_py='''
+    model_py="""
     import threading
 
     import numpy as np
@@ -169,7 +169,7 @@ DECOUPLED_REPEAT = PythonModelSpec(
         def finalize(self):
             for thread in self.threads:
                 thread.join()
-    ''',
+    """,
     config="""
     name: "{name}"
     backend: "python"
@@ -183,7 +183,7 @@ DECOUPLED_REPEAT = PythonModelSpec(
 # -- auto_complete_config without config.pbtxt -------------------------------------------------
 
 AUTO_COMPLETE = PythonModelSpec(
-    model_py='''
+    model_py="""
     import triton_python_backend_utils as pb_utils
 
 
@@ -197,13 +197,12 @@ AUTO_COMPLETE = PythonModelSpec(
             return auto_complete_model_config
 
         def execute(self, requests):
-            return [
-                pb_utils.InferenceResponse(
-                    [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * 2)]
-                )
-                for r in requests
-            ]
-    ''',
+            responses = []
+            for request in requests:
+                data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data * 2)]))
+            return responses
+    """,
     config=None,
 )
 
@@ -218,7 +217,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 """
 
 ERRORS = PythonModelSpec(
-    model_py='''
+    model_py="""
     import json
 
     import triton_python_backend_utils as pb_utils
@@ -248,7 +247,7 @@ ERRORS = PythonModelSpec(
             if mode == "exit":
                 raise SystemExit(3)
             return [_ok(r) for r in requests]
-    ''',
+    """,
     config=_FP32_IN_OUT,
 )
 
@@ -275,7 +274,7 @@ NO_EXECUTE = PythonModelSpec(
 # -- response senders in a non-decoupled model, selected by the "mode" parameter ---------------
 
 SENDER_MODES = PythonModelSpec(
-    model_py='''
+    model_py="""
     import json
 
     import numpy as np
@@ -335,14 +334,14 @@ SENDER_MODES = PythonModelSpec(
                 else:
                     returned.append(_response(request))
             return returned
-    ''',
+    """,
     config=_FP32_IN_OUT,
 )
 
 # -- request/response metadata ------------------------------------------------------------------
 
 METADATA = PythonModelSpec(
-    model_py='''
+    model_py="""
     import json
 
     import numpy as np
@@ -373,11 +372,10 @@ METADATA = PythonModelSpec(
                 info_tensor = pb_utils.Tensor("INFO", np.array([json.dumps(info).encode()], dtype=np.object_))
                 extra = pb_utils.Tensor("EXTRA", np.array([1], dtype=np.int32))
                 undeclared = pb_utils.Tensor("UNDECLARED", np.array([2], dtype=np.int32))
-                responses.append(
-                    pb_utils.InferenceResponse([info_tensor, extra, undeclared], parameters={"answered": True})
-                )
+                outputs = [info_tensor, extra, undeclared]
+                responses.append(pb_utils.InferenceResponse(outputs, parameters={"answered": True}))
             return responses
-    ''',
+    """,
     config="""
     name: "{name}"
     backend: "python"
@@ -393,7 +391,7 @@ METADATA = PythonModelSpec(
 # -- async execute -------------------------------------------------------------------------------
 
 ASYNC_EXECUTE = PythonModelSpec(
-    model_py='''
+    model_py="""
     import asyncio
     import json
 
@@ -405,18 +403,17 @@ ASYNC_EXECUTE = PythonModelSpec(
             await asyncio.sleep(0.01)
             if json.loads(requests[0].parameters()).get("mode") == "raise":
                 raise KeyError("async boom")
-            return [
-                pb_utils.InferenceResponse(
-                    [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() + 1)]
-                )
-                for r in requests
-            ]
-    ''',
+            responses = []
+            for request in requests:
+                data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data + 1)]))
+            return responses
+    """,
     config=_FP32_IN_OUT,
 )
 
 ASYNC_DECOUPLED = PythonModelSpec(
-    model_py='''
+    model_py="""
     import asyncio
     import json
 
@@ -431,11 +428,12 @@ ASYNC_DECOUPLED = PythonModelSpec(
                 count = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
                 for index in range(count):
                     await asyncio.sleep(0.001)
-                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([index], np.int32))]))
+                    tensor = pb_utils.Tensor("OUT", np.array([index], np.int32))
+                    sender.send(pb_utils.InferenceResponse([tensor]))
                 if json.loads(request.parameters()).get("mode") == "raise":
                     raise RuntimeError("failed half way")
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-    ''',
+    """,
     config="""
     name: "{name}"
     backend: "python"
@@ -468,13 +466,14 @@ DECOUPLED_RETURNS_LIST = PythonModelSpec(
 def isolation_model(label: str) -> PythonModelSpec:
     """A model whose sibling ``helpers.py`` carries ``label`` and a counter.
 
-    Outputs: LABEL (from ``import helpers``), SAME (``from . import helpers`` is the same
-    module), COUNT (a model.py global and a helpers global, both bumped per execute),
-    MODEL_DIR (``get_model_dir()`` from model.py, from helpers and from a thread), SHARED
-    (from ``shared_util.py`` in the model directory).
+    Outputs: LABEL (from ``import helpers``), SAME (``from . import helpers`` and a lazy
+    ``import helpers`` inside ``execute`` give the same module), COUNT (a model.py global
+    and a helpers global, both bumped per execute), MODEL_DIR (``get_model_dir()`` from
+    model.py, from helpers, from a thread and at import time), SHARED (from
+    ``shared_util.py`` in the model directory).
     """
     return PythonModelSpec(
-        model_py='''
+        model_py="""
         import threading
 
         import numpy as np
@@ -497,6 +496,8 @@ def isolation_model(label: str) -> PythonModelSpec:
             def execute(self, requests):
                 global COUNTER
                 COUNTER += 1
+                import helpers as lazily
+
                 seen = []
                 thread = threading.Thread(target=lambda: seen.append(pb_utils.get_model_dir()))
                 thread.start()
@@ -506,7 +507,7 @@ def isolation_model(label: str) -> PythonModelSpec:
                     pb_utils.InferenceResponse(
                         [
                             pb_utils.Tensor("LABEL", _bytes(helpers.LABEL)),
-                            pb_utils.Tensor("SAME", np.array([relative_helpers is helpers])),
+                            pb_utils.Tensor("SAME", np.array([relative_helpers is helpers is lazily])),
                             pb_utils.Tensor("COUNT", np.array([COUNTER, helpers.bump()], dtype=np.int64)),
                             pb_utils.Tensor("MODEL_DIR", dirs),
                             pb_utils.Tensor("SHARED", _bytes(shared_util.NAME)),
@@ -514,7 +515,7 @@ def isolation_model(label: str) -> PythonModelSpec:
                     )
                     for request in requests
                 ]
-        ''',
+        """,
         config="""
         name: "{name}"
         backend: "python"
@@ -551,7 +552,7 @@ def isolation_model(label: str) -> PythonModelSpec:
 
 
 LIFECYCLE = PythonModelSpec(
-    model_py='''
+    model_py="""
     import json
     from pathlib import Path
 
@@ -575,7 +576,7 @@ LIFECYCLE = PythonModelSpec(
         def finalize(self):
             name = self.args["model_instance_name"]
             (Path(pb_utils.get_model_dir()) / f"finalized-{name}").write_text("bye")
-    ''',
+    """,
     config="""
     name: "{name}"
     backend: "python"

@@ -34,7 +34,7 @@ def test_decoupled_execute_must_return_none(load_model: LoadModel) -> None:
     assert response.error is not None
     assert response.error.code is ErrorCode.INTERNAL
     assert response.error.message == (
-        "Failed to process the request(s) for model 'returns_list', message: Python model 'returns_list' "
+        "Failed to process the request(s) for model 'returns_list_0', message: Python model 'returns_list_0' "
         "is using the decoupled mode and the execute function must return None."
     )
 
@@ -58,5 +58,6 @@ def test_async_decoupled_exception_fails_the_open_requests(load_model: LoadModel
     assert last.response is not None
     assert last.response.error is not None
     assert last.response.error.message == (
-        "Failed to process the request(s) for model 'async_decoupled', message: RuntimeError: failed half way"
+        "Failed to process the request(s) for model 'async_decoupled_0', message: "
+        "RuntimeError: failed half way"
     )

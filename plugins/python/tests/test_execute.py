@@ -22,6 +22,8 @@ from .models import (
 
 FOUR = np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)
 ONES = np.ones(4, dtype=np.float32)
+# Triton names the instance (<group>_<index>) in this message
+FAILED = "Failed to process the request(s) for model '{}', message: "
 
 
 def test_add_sub(load_model: LoadModel) -> None:
@@ -114,7 +116,7 @@ def test_exception_in_execute_fails_every_request(load_model: LoadModel) -> None
         error = collected.only().error
         assert error is not None
         assert error.code is ErrorCode.INTERNAL
-        assert error.message == "Failed to process the request(s) for model 'errors', message: ValueError: boom"
+        assert error.message == f"{FAILED.format('errors_0')}ValueError: boom"
     # the instance keeps serving
     np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).output("OUTPUT0"), FOUR)
 
@@ -150,7 +152,7 @@ def test_contract_violations_fail_the_whole_batch(load_model: LoadModel, mode: s
         error = collected.only().error
         assert error is not None
         assert error.code is ErrorCode.INTERNAL
-        assert error.message == f"Failed to process the request(s) for model 'errors', message: {message}"
+        assert error.message == f"Failed to process the request(s) for model 'errors_0', message: {message}"
 
 
 def test_missing_execute(load_model: LoadModel) -> None:
@@ -176,7 +178,7 @@ def test_async_execute(load_model: LoadModel) -> None:
     np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).output("OUTPUT0"), FOUR + 1)
     error = model.infer({"INPUT0": FOUR}, parameters={"mode": "raise"}).only().error
     assert error is not None
-    assert error.message == "Failed to process the request(s) for model 'async', message: KeyError: 'async boom'"
+    assert error.message == f"{FAILED.format('async_0')}KeyError: 'async boom'"
 
 
 @pytest.mark.parametrize(
@@ -213,7 +215,7 @@ def test_returning_a_response_already_sent_fails_the_rest_of_the_batch(load_mode
     error = other_collected.only().error
     assert error is not None
     assert error.message == (
-        "Failed to process the request(s) for model 'senders', message: Unable to send response. "
+        "Failed to process the request(s) for model 'senders_0', message: Unable to send response. "
         "Non-decoupled model cannot send more than one response."
     )
 

@@ -48,7 +48,9 @@ def test_auto_complete_without_config_file(load_model: LoadModel) -> None:
     assert config.backend == "python"
     assert config.max_batch_size == 8
     assert config.HasField("dynamic_batching")
-    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [("INPUT0", DataType.TYPE_FP32, [4])]
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [
+        ("INPUT0", DataType.TYPE_FP32, [4])
+    ]
     assert [(t.name, t.data_type, list(t.dims)) for t in config.output] == [
         ("OUTPUT0", DataType.TYPE_FP32, [4])
     ]
@@ -78,7 +80,8 @@ def test_auto_complete_disabled_leaves_the_config_alone(load_model: LoadModel) -
         (
             "config.set_max_batch_size(2); return config",
             "auto_complete_config function of model 'auto' failed: ValueError: configuration specified "
-            "max_batch_size 4, but in auto-complete-config function for model 'auto' specified max_batch_size 2",
+            "max_batch_size 4, but in auto-complete-config function for model 'auto' specified "
+            "max_batch_size 2",
         ),
         (
             'config.add_input({"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [4]}); return config',
@@ -111,7 +114,8 @@ def test_exception_in_initialize_fails_the_load(load_model: LoadModel) -> None:
         load_model("broken", RAISE_IN_INITIALIZE)
     assert excinfo.value.code is ErrorCode.INTERNAL
     assert excinfo.value.message == (
-        "Failed to initialize python model 'broken' version 1 (instance 'broken_0'): RuntimeError: no weights found"
+        "Failed to initialize python model 'broken' version 1 (instance 'broken_0'): "
+        "RuntimeError: no weights found"
     )
     assert not [name for name in sys.modules if "broken" in name and name.startswith("_naiad_python_models")]
 
@@ -129,7 +133,7 @@ def test_import_error_fails_the_load(load_model: LoadModel) -> None:
     [
         ("", "Python model file not found in '{dir}/1/model.py'"),
         ("other.py", "Python model file not found in '{dir}/1/other.py'"),
-        ("model.txt", 'Model name must end with \'.py\'. Model name is "model.txt"'),
+        ("model.txt", "Model name must end with '.py'. Model name is \"model.txt\""),
     ],
 )
 def test_model_file_problems(python_backend: Backend, repo: Path, filename: str, message: str) -> None:
@@ -177,6 +181,27 @@ def test_models_and_instances_do_not_share_modules(load_model: LoadModel) -> Non
     assert b0["LABEL"] == [b"two"]
     assert b0["SHARED"] == [b"shared-two"]
     assert b0["COUNT"] == [1, 1]
+
+
+def test_installed_packages_win_over_same_named_model_files(load_model: LoadModel) -> None:
+    spec = PythonModelSpec(
+        ADD_SUB.model_py.replace("import json", "import json\n    import numpy\n    import pluggy"),
+        config=ADD_SUB.config,
+        files={
+            "numpy.py": "raise ImportError('the model directory must not shadow numpy')\n",
+            "json.py": "raise ImportError('the model directory must not shadow the standard library')\n",
+        },
+        model_dir_files={"pluggy.py": "raise ImportError('the model directory must not shadow pluggy')\n"},
+    )
+    model = load_model("shadowing", spec)
+    four = np.ones(4, np.float32)
+    np.testing.assert_array_equal(model.infer({"INPUT0": four, "INPUT1": four}).output("OUTPUT0"), four * 2)
+
+
+def test_missing_model_class(load_model: LoadModel) -> None:
+    with pytest.raises(NaiadError) as excinfo:
+        load_model("classless", PythonModelSpec("X = 1\n", config=ADD_SUB.config))
+    assert "does not define class TritonPythonModel" in excinfo.value.message
 
 
 def test_get_model_dir_answers_for_each_model(load_model: LoadModel) -> None:

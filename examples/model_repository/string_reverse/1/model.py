@@ -1,6 +1,7 @@
 """Reverses the bytes of every element of a BYTES tensor."""
 
 import numpy as np
+
 import triton_python_backend_utils as pb_utils
 
 

@@ -5,6 +5,7 @@ import threading
 import time
 
 import numpy as np
+
 import triton_python_backend_utils as pb_utils
 
 
@@ -17,7 +18,7 @@ class TritonPythonModel:
         for request in requests:
             text = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy().reshape(-1)[0]
             threading.Thread(target=self._stream, args=(request.get_response_sender(), text.split())).start()
-        return None
+        return
 
     def _stream(self, sender, words):
         for word in words:
