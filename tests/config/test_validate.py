@@ -134,10 +134,6 @@ def test_kind_gpu_with_gpus() -> None:
             "preserve_ordering allows only one priority level, not 2",
         ),
         (
-            DYN + "{ preserve_ordering: true default_queue_policy { timeout_action: DELAY } }",
-            "preserve_ordering cannot be combined with the DELAY timeout_action",
-        ),
-        (
             SEQ + 'sequence_batching { control_input [ { name: "S1" control [ { kind: CONTROL_SEQUENCE_START'
             ' int32_false_true: [ 0, 1 ] } ] }, { name: "S2" control [ { kind: CONTROL_SEQUENCE_START'
             " int32_false_true: [ 0, 1 ] } ] } ] }",

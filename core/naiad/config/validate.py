@@ -20,7 +20,6 @@ from naiad.protocol.model_config_pb2 import (
     ModelInput,
     ModelInstanceGroup,
     ModelOutput,
-    ModelQueuePolicy,
     ModelSequenceBatching,
     ModelTensorReshape,
 )
@@ -270,12 +269,9 @@ class _Checker:
             if not 1 <= key <= levels:
                 valid = f"[1, {levels}]" if levels else "none: priority_levels is 0"
                 self.fail(f"{where}.priority_queue_policy key {key} is not a priority level; valid: {valid}")
-        if batching.preserve_ordering:
-            if levels > 1:
-                self.fail(f"{where}: preserve_ordering allows only one priority level, not {levels}")
-            policies = [batching.default_queue_policy, *batching.priority_queue_policy.values()]
-            if any(p.timeout_action == ModelQueuePolicy.DELAY for p in policies):
-                self.fail(f"{where}: preserve_ordering cannot be combined with the DELAY timeout_action")
+        # Triton 2.51 accepts preserve_ordering with a DELAY timeout action; so does naiad.
+        if batching.preserve_ordering and levels > 1:
+            self.fail(f"{where}: preserve_ordering allows only one priority level, not {levels}")
 
     def sequence_batching(self, batching: ModelSequenceBatching) -> None:
         where = "sequence_batching"
