@@ -51,7 +51,8 @@ class TritonPythonModel:
         return auto_complete_model_config
 
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", r.inputs()[0].as_numpy() * 10)]) for r in requests]
+        outputs = [pb_utils.Tensor("Y", r.inputs()[0].as_numpy() * 10) for r in requests]
+        return [pb_utils.InferenceResponse([output]) for output in outputs]
 """
 
 
