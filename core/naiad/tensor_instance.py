@@ -1,0 +1,94 @@
+"""A ready-made instance for engines that map named arrays to named arrays.
+
+Framework backends (ONNX Runtime, PyTorch, OpenVINO, tree models) only implement
+:meth:`TensorInstance.run`: this class merges a batch of requests into one call along the
+batch dimension, splits the outputs back per request, keeps only the requested outputs,
+converts them to the config's datatypes, and answers every request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from naiad import datatypes
+from naiad.backend import ModelInstance
+from naiad.errors import NaiadError
+from naiad.inference import InferenceRequest, InferenceResponse, Tensor
+from naiad.protocol.model_config_pb2 import ModelConfig
+
+Arrays = dict[str, npt.NDArray[Any]]
+
+
+class TensorInstance(ModelInstance):
+    """Subclass and implement :meth:`run`; ``execute`` does the batching bookkeeping."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.model_name = config.name
+        self.batching = config.max_batch_size > 0
+        self.output_types = {output.name: datatypes.BY_NUMBER[output.data_type] for output in config.output}
+
+    def run(self, inputs: Arrays) -> Mapping[str, npt.NDArray[Any]]:
+        """Run the engine once on ``inputs`` (batch dimension first for batching models)."""
+        raise NotImplementedError
+
+    def execute(self, requests: Sequence[InferenceRequest]) -> None:
+        for group in self._groups(requests):
+            self._execute_group(group)
+
+    def _groups(self, requests: Sequence[InferenceRequest]) -> list[list[InferenceRequest]]:
+        """Requests that can share one engine call: same input names and non-batch shapes."""
+        if not self.batching:
+            return [[request] for request in requests]
+        groups: dict[tuple[Any, ...], list[InferenceRequest]] = {}
+        for request in requests:
+            key = tuple(sorted((name, tensor.shape[1:]) for name, tensor in request.inputs.items()))
+            groups.setdefault(key, []).append(request)
+        return list(groups.values())
+
+    def _execute_group(self, group: list[InferenceRequest]) -> None:
+        if len(group) == 1:
+            inputs = {name: tensor.data for name, tensor in group[0].inputs.items()}
+        else:
+            inputs = {
+                name: np.concatenate([request.inputs[name].data for request in group])
+                for name in group[0].inputs
+            }
+        try:
+            outputs = self.run(inputs)
+        except NaiadError as error:
+            self._fail(group, error)
+            return
+        except Exception as error:
+            self._fail(
+                group, NaiadError(f"model '{self.model_name}' failed: {type(error).__name__}: {error}")
+            )
+            return
+        offset = 0
+        for request in group:
+            rows = slice(offset, offset + request.batch_size) if self.batching else slice(None)
+            offset += request.batch_size
+            tensors = [
+                self._tensor(name, outputs[name][rows])
+                for name in request.requested_outputs
+                if name in outputs
+            ]
+            request.sender.send(InferenceResponse(outputs=tensors), final=True)
+
+    def _tensor(self, name: str, array: npt.NDArray[Any]) -> Tensor:
+        datatype = self.output_types.get(name)
+        if datatype is None:
+            return Tensor(name, datatypes.from_numpy(array.dtype).wire, array)
+        if datatype.wire == "BYTES":
+            return Tensor(name, "BYTES", datatypes.to_bytes_array(array))
+        if datatype.wire != "BF16" and array.dtype != datatype.numpy:
+            array = array.astype(datatype.numpy)
+        return Tensor(name, datatype.wire, array)
+
+    @staticmethod
+    def _fail(group: list[InferenceRequest], error: NaiadError) -> None:
+        for request in group:
+            request.sender.send(InferenceResponse(error=error), final=True)
