@@ -82,9 +82,7 @@ def build_core_repository(root: Path) -> Path:
         ("identity_fp64", "TYPE_FP64"),
     ):
         builder.add_python_model(name, IDENTITY, identity_config(name, data_type))
-    builder.add_python_model(
-        "raises_in_execute", RAISE_IN_EXECUTE, identity_config("raises_in_execute", "TYPE_FP32")
-    )
+    builder.add_python_model("raises_in_execute", RAISE_IN_EXECUTE, identity_config("raises_in_execute", "TYPE_FP32"))
     return root
 
 

@@ -47,8 +47,7 @@ def test_wrong_shape(client: httpclient.InferenceServerClient) -> None:
         client.infer("add_sub", _inputs([4], [5]))
     assert caught.value.status() == "400"
     assert caught.value.message() == (
-        "[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'add_sub'. "
-        "Expected [4], got [5]. "
+        "[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'add_sub'. Expected [4], got [5]. "
     )
     _assert_still_serving(client)
 
@@ -155,10 +154,7 @@ def test_binary_data_shorter_than_declared(core_server: ServerProcess) -> None:
         {"Inference-Header-Content-Length": str(len(header))},
     )
     assert status == 400
-    assert (
-        payload["error"]
-        == "unexpected size for input 'INPUT1', expecting 12 additional bytes for model 'add_sub'"
-    )
+    assert payload["error"] == "unexpected size for input 'INPUT1', expecting 12 additional bytes for model 'add_sub'"
 
 
 def test_reserved_parameter_is_refused(core_server: ServerProcess) -> None:

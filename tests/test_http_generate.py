@@ -120,9 +120,7 @@ def test_generate_refuses_several_responses_like_triton(server: ServerProcess) -
 def test_generate_with_a_shape_that_does_not_fit(server: ServerProcess) -> None:
     response = httpx.post(_url(server, "word_stream", "generate"), json={"text_input": ["a", "b"]})
     assert response.status_code == 400
-    assert response.json() == {
-        "error": "The schema can not convert input 'text_input' to tensor with proper shape"
-    }
+    assert response.json() == {"error": "The schema can not convert input 'text_input' to tensor with proper shape"}
 
 
 def test_generate_stream_sends_one_event_per_response(server: ServerProcess) -> None:

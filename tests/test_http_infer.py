@@ -51,13 +51,9 @@ def test_add_sub_without_requested_outputs_returns_every_output(
 
 
 @pytest.mark.parametrize("binary", [False, True])
-def test_asking_for_one_output_returns_only_that_one(
-    client: httpclient.InferenceServerClient, binary: bool
-) -> None:
+def test_asking_for_one_output_returns_only_that_one(client: httpclient.InferenceServerClient, binary: bool) -> None:
     inputs, a, b = _add_sub_inputs(binary)
-    result = client.infer(
-        "add_sub", inputs, outputs=[httpclient.InferRequestedOutput("OUTPUT1", binary_data=binary)]
-    )
+    result = client.infer("add_sub", inputs, outputs=[httpclient.InferRequestedOutput("OUTPUT1", binary_data=binary)])
     assert [output["name"] for output in result.get_response()["outputs"]] == ["OUTPUT1"]
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
     assert result.as_numpy("OUTPUT0") is None
@@ -75,9 +71,7 @@ def _round_trip(
 ) -> np.ndarray:
     tensor = httpclient.InferInput("INPUT0", list(data.shape), datatype)
     tensor.set_data_from_numpy(data, binary_data=binary)
-    result = client.infer(
-        model, [tensor], outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary)]
-    )
+    result = client.infer(model, [tensor], outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary)])
     output = result.as_numpy("OUTPUT0")
     assert result.get_response()["outputs"][0]["datatype"] == datatype
     return output

@@ -37,15 +37,11 @@ output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2 ] }} ]
 
 
 @pytest.fixture
-def mixed_server(
-    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
-) -> ServerProcess:
+def mixed_server(model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]) -> ServerProcess:
     model_repository.add_python_model("healthy", IDENTITY, CONFIG.format(backend="python"))
     model_repository.add_python_model("broken_init", RAISES_IN_INITIALIZE, CONFIG.format(backend="python"))
     model_repository.add_model("broken_config", 'backend: "python"\ninput [ { name: "X" dtype: TYPE_FP32 } ]')
-    model_repository.add_model(
-        "missing_backend", CONFIG.format(backend="nonexistent"), {"1/model.bin": b"\0"}
-    )
+    model_repository.add_model("missing_backend", CONFIG.format(backend="nonexistent"), {"1/model.bin": b"\0"})
     return naiad_server(model_repository.root)
 
 

@@ -58,9 +58,7 @@ def test_sigterm_drains_in_flight_requests(
     tensor = httpclient.InferInput("INPUT0", [1], "FP32")
     tensor.set_data_from_numpy(np.array([21], dtype=np.float32))
     results: list[np.ndarray] = []
-    worker = threading.Thread(
-        target=lambda: results.append(client.infer("slow", [tensor]).as_numpy("OUTPUT0"))
-    )
+    worker = threading.Thread(target=lambda: results.append(client.infer("slow", [tensor]).as_numpy("OUTPUT0")))
     worker.start()
     time.sleep(0.5)  # the request is executing now
     server.process.terminate()

@@ -190,9 +190,7 @@ class DataPlane:
         finally:
             self._leave()
         if event.response is None:
-            raise NaiadError(
-                f"model '{prepared.model.name}' sent a final flag without a response", ErrorCode.INTERNAL
-            )
+            raise NaiadError(f"model '{prepared.model.name}' sent a final flag without a response", ErrorCode.INTERNAL)
         if event.response.error is not None:
             raise event.response.error
         return event.response
@@ -203,8 +201,7 @@ def _apply_parameters(request: InferenceRequest, parameters: Mapping[str, Parame
     for key, value in parameters.items():
         if key.startswith("triton_"):
             raise invalid_arg(
-                "parameter keys starting with 'triton_' are reserved for Triton usage "
-                "and should not be specified."
+                "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
             )
         if key not in _SCHEDULING_PARAMETERS:
             request.parameters[key] = value

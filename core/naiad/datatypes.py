@@ -99,9 +99,7 @@ def serialize_bytes(array: npt.NDArray[Any]) -> bytes:
     return b"".join(parts)
 
 
-def deserialize_bytes(
-    buffer: bytes | bytearray | memoryview, count: int | None = None
-) -> npt.NDArray[np.object_]:
+def deserialize_bytes(buffer: bytes | bytearray | memoryview, count: int | None = None) -> npt.NDArray[np.object_]:
     """Decode a length-prefixed BYTES buffer into a flat object array.
 
     When ``count`` is given the buffer must hold exactly that many elements.
@@ -116,9 +114,7 @@ def deserialize_bytes(
         (length,) = struct.unpack_from("<I", view, offset)
         offset += 4
         if offset + length > end:
-            raise invalid_arg(
-                f"BYTES element {len(items)} declares {length} bytes but only {end - offset} remain"
-            )
+            raise invalid_arg(f"BYTES element {len(items)} declares {length} bytes but only {end - offset} remain")
         items.append(bytes(view[offset : offset + length]))
         offset += length
     if count is not None and len(items) != count:

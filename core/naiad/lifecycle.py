@@ -169,9 +169,7 @@ class ModelLifecycle:
         if loaded is None:
             raise not_found(f"Request for unknown model: '{name}' version {int(version)} is not found")
         if not loaded.ready:
-            raise unavailable(
-                f"Request for unknown model: '{name}' version {int(version)} is not at ready state"
-            )
+            raise unavailable(f"Request for unknown model: '{name}' version {int(version)} is not at ready state")
         return loaded
 
     def _record(self, name: str) -> ModelRecord:

@@ -8,9 +8,7 @@ import sys
 _FORMAT = "%(asctime)s.%(msecs)03d %(levelname).1s %(name)s] %(message)s"
 
 
-def configure_logging(
-    verbose: int = 0, *, info: bool = True, warning: bool = True, error: bool = True
-) -> None:
+def configure_logging(verbose: int = 0, *, info: bool = True, warning: bool = True, error: bool = True) -> None:
     """Log to stderr; ``--log-verbose`` >= 1 adds debug messages, the ``--log-*`` flags drop levels."""
     level = logging.DEBUG if verbose > 0 else logging.INFO
     if not info:

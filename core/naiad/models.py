@@ -67,9 +67,7 @@ class ModelSignature:
                 for tensor in config.input
             },
             outputs={
-                tensor.name: OutputSpec(
-                    tensor.name, datatypes.BY_NUMBER[tensor.data_type], tuple(tensor.dims)
-                )
+                tensor.name: OutputSpec(tensor.name, datatypes.BY_NUMBER[tensor.data_type], tuple(tensor.dims))
                 for tensor in config.output
             },
             decoupled=config.model_transaction_policy.decoupled,

@@ -134,8 +134,7 @@ class BackendRegistry:
         if len(candidates) > 1:
             owners = ", ".join(sorted(_distribution_name(ep) for ep in candidates))
             raise BackendUnavailable(
-                f"backend '{name}' is provided by several installed distributions ({owners}); "
-                "uninstall all but one"
+                f"backend '{name}' is provided by several installed distributions ({owners}); uninstall all but one"
             )
         entry_point = candidates[0]
         try:

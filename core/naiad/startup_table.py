@@ -25,9 +25,7 @@ def model_table(lifecycle: ModelLifecycle) -> str:
     rule = "+" + "+".join("-" * (width + 2) for width in widths) + "+"
     lines = [rule]
     for index, row in enumerate(rows):
-        lines.append(
-            "| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + " |"
-        )
+        lines.append("| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + " |")
         if index == 0:
             lines.append(rule)
     lines.append(rule)

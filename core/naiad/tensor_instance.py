@@ -54,8 +54,7 @@ class TensorInstance(ModelInstance):
             inputs = {name: tensor.data for name, tensor in group[0].inputs.items()}
         else:
             inputs = {
-                name: np.concatenate([request.inputs[name].data for request in group])
-                for name in group[0].inputs
+                name: np.concatenate([request.inputs[name].data for request in group]) for name in group[0].inputs
             }
         try:
             outputs = self.run(inputs)
@@ -63,19 +62,13 @@ class TensorInstance(ModelInstance):
             self._fail(group, error)
             return
         except Exception as error:
-            self._fail(
-                group, NaiadError(f"model '{self.model_name}' failed: {type(error).__name__}: {error}")
-            )
+            self._fail(group, NaiadError(f"model '{self.model_name}' failed: {type(error).__name__}: {error}"))
             return
         offset = 0
         for request in group:
             rows = slice(offset, offset + request.batch_size) if self.batching else slice(None)
             offset += request.batch_size
-            tensors = [
-                self._tensor(name, outputs[name][rows])
-                for name in request.requested_outputs
-                if name in outputs
-            ]
+            tensors = [self._tensor(name, outputs[name][rows]) for name in request.requested_outputs if name in outputs]
             request.sender.send(InferenceResponse(outputs=tensors), final=True)
 
     def _tensor(self, name: str, array: npt.NDArray[Any]) -> Tensor:

@@ -36,9 +36,7 @@ def validate_outputs(model_name: str, signature: ModelSignature, requested: Sequ
             raise invalid_arg(f"unexpected inference output '{name}' for model '{model_name}'")
 
 
-def validate_inputs(
-    model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str
-) -> int:
+def validate_inputs(model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str) -> int:
     """Check names, datatypes and shapes; return the request's batch size (1 if not batching)."""
     prefix = request_prefix(request_id)
     required = [spec.name for spec in signature.inputs.values() if not spec.optional]

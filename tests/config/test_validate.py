@@ -125,8 +125,7 @@ def test_kind_gpu_with_gpus() -> None:
             "dynamic_batching.default_priority_level 0 must be in [1, 2] when priority_levels is 2",
         ),
         (
-            DYN + "{ priority_levels: 2 default_priority_level: 1"
-            " priority_queue_policy { key: 5 value: { } } }",
+            DYN + "{ priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 5 value: { } } }",
             "dynamic_batching.priority_queue_policy key 5 is not a priority level; valid: [1, 2]",
         ),
         (
@@ -151,8 +150,7 @@ def test_kind_gpu_with_gpus() -> None:
             " (got int32_false_true and fp32_false_true)",
         ),
         (
-            SEQ + 'sequence_batching { control_input [ { name: "R"'
-            " control [ { kind: CONTROL_SEQUENCE_READY } ] } ] }",
+            SEQ + 'sequence_batching { control_input [ { name: "R" control [ { kind: CONTROL_SEQUENCE_READY } ] } ] }',
             "CONTROL_SEQUENCE_READY needs exactly one of int32_false_true, fp32_false_true, bool_false_true"
             " (none is set)",
         ),

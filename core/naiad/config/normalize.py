@@ -39,9 +39,7 @@ def detect_backend(config: ModelConfig, model_dir: Path) -> None:
         config, "tensorrt", "tensorrt_plan", "model.plan", blank and files.is_file("model.plan")
     ):
         return
-    if _detect_simple(
-        config, "onnxruntime", "onnxruntime_onnx", "model.onnx", blank and files.exists("model.onnx")
-    ):
+    if _detect_simple(config, "onnxruntime", "onnxruntime_onnx", "model.onnx", blank and files.exists("model.onnx")):
         return
     if _detect_simple(config, "openvino", "", "model.xml", blank and files.exists("model.xml")):
         return

@@ -34,9 +34,7 @@ _JSON_PATH_RE = re.compile(r' at "?([\w.\[\]]+?)"?\.*$')
 _JSON_CHAIN_RE = re.compile(r"^(Failed to parse \w+ field: )+")
 
 
-def read_model_config(
-    model_dir: Path, *, model_name: str | None = None, config_name: str | None = None
-) -> ModelConfig:
+def read_model_config(model_dir: Path, *, model_name: str | None = None, config_name: str | None = None) -> ModelConfig:
     """Parse ``<model_dir>/config.pbtxt``; a missing file gives an empty ``ModelConfig``.
 
     *model_name* (default: the directory name) is only used in error messages.
@@ -65,9 +63,7 @@ def parse_model_config(text: str, *, model_name: str, source: str = CONFIG_FILEN
         text_format.Parse(text, config)
     except text_format.ParseError as exc:
         where = _location(exc.GetLine(), exc.GetColumn())
-        raise invalid_arg(
-            f"model '{model_name}': cannot parse {source}: {where}{_explain(str(exc))}"
-        ) from None
+        raise invalid_arg(f"model '{model_name}': cannot parse {source}: {where}{_explain(str(exc))}") from None
     return config
 
 
@@ -114,10 +110,7 @@ def _explain(raw: str) -> str:
     if match := _MULTIPLE_RE.match(message):
         return f"field '{match[2]}' of {match[1]} is set more than once"
     if match := _ONEOF_RE.match(message):
-        return (
-            f"'{match[1]}' and '{match[2]}' cannot both be set"
-            f" (they are alternatives of '{match[3]}' in {match[4]})"
-        )
+        return f"'{match[1]}' and '{match[2]}' cannot both be set (they are alternatives of '{match[3]}' in {match[4]})"
     return message[0].lower() + message[1:] if message[:1].isupper() else message
 
 

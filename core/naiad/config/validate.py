@@ -146,9 +146,7 @@ class _Checker:
         allowed = _BACKEND_PLATFORMS.get(backend)
         expected = _PLATFORM_BACKEND.get(platform)
         if allowed is not None and platform not in allowed:
-            valid = " or ".join(repr(p) for p in sorted(allowed) if p) + (
-                " (or none)" if "" in allowed else ""
-            )
+            valid = " or ".join(repr(p) for p in sorted(allowed) if p) + (" (or none)" if "" in allowed else "")
             self.fail(
                 f"unexpected 'platform' and 'backend' pair: platform '{platform}', backend '{backend}';"
                 f" backend '{backend}' takes platform {valid}"
@@ -174,16 +172,10 @@ class _Checker:
             )
         bad = [d for d in tensor.dims if d < 1 and d != -1]
         if bad:
-            self.fail(
-                f"{where}: dims {_fmt(tensor.dims)}: each dimension must be >= 1, or -1 for a variable size"
-            )
+            self.fail(f"{where}: dims {_fmt(tensor.dims)}: each dimension must be >= 1, or -1 for a variable size")
         if tensor.HasField("reshape"):
             self.reshape(where, tensor.dims, tensor.reshape)
-        if (
-            isinstance(tensor, ModelInput)
-            and tensor.format != ModelInput.FORMAT_NONE
-            and len(tensor.dims) != 3
-        ):
+        if isinstance(tensor, ModelInput) and tensor.format != ModelInput.FORMAT_NONE and len(tensor.dims) != 3:
             self.fail(
                 f"{where}: format {ModelInput.Format.Name(tensor.format)} requires exactly 3 dims,"
                 f" got {_fmt(tensor.dims)}"
@@ -192,9 +184,7 @@ class _Checker:
             if tensor.is_shape_tensor:
                 self.fail(f"{where}: is_shape_tensor is only supported for TensorRT models (tensorrt_plan)")
             if tensor.is_non_linear_format_io:
-                self.fail(
-                    f"{where}: is_non_linear_format_io is only supported for TensorRT models (tensorrt_plan)"
-                )
+                self.fail(f"{where}: is_non_linear_format_io is only supported for TensorRT models (tensorrt_plan)")
         elif tensor.is_non_linear_format_io and len(tensor.dims) != 3:
             self.fail(f"{where}: is_non_linear_format_io requires exactly 3 dims, got {_fmt(tensor.dims)}")
 
@@ -233,9 +223,7 @@ class _Checker:
             where = f"batch_output[{index}]"
             for target in batch_output.target_name:
                 if target not in outputs:
-                    self.fail(
-                        f"{where}: target_name '{target}' is not a model output ({_fmt(sorted(outputs))})"
-                    )
+                    self.fail(f"{where}: target_name '{target}' is not a model output ({_fmt(sorted(outputs))})")
                 if target in seen:
                     self.fail(f"{where}: target_name '{target}' appears in more than one batch_output")
                 seen.add(target)
@@ -287,9 +275,7 @@ class _Checker:
             for control in control_input.control:
                 kind = _CONTROL.Kind.Name(control.kind) if control.kind in _CONTROL.Kind.values() else "?"
                 if control.kind in seen:
-                    self.fail(
-                        f"{input_where}: {kind} is already given by control input '{seen[control.kind]}'"
-                    )
+                    self.fail(f"{input_where}: {kind} is already given by control input '{seen[control.kind]}'")
                 seen[control.kind] = control_input.name
                 self.control(input_where, kind, control)
         if batching.HasField("oldest"):
@@ -313,9 +299,7 @@ class _Checker:
         if control.kind == _CONTROL.CONTROL_SEQUENCE_CORRID:
             if control.data_type not in _CORRID_TYPES:
                 valid = ", ".join(DataType.Name(t) for t in _CORRID_TYPES)
-                self.fail(
-                    f"{where}: {kind} data_type {_type_name(control.data_type)} is not allowed; use {valid}"
-                )
+                self.fail(f"{where}: {kind} data_type {_type_name(control.data_type)} is not allowed; use {valid}")
             return
         given = [name for name in _PAIRS if len(getattr(control, name))]
         if len(given) != 1:
@@ -342,8 +326,7 @@ class _Checker:
             for tensor in step.output_map.values():
                 if tensor in producers:
                     self.fail(
-                        f"{step_where}: ensemble tensor '{tensor}' is already produced"
-                        f" by step {producers[tensor]}"
+                        f"{step_where}: ensemble tensor '{tensor}' is already produced by step {producers[tensor]}"
                     )
                 producers[tensor] = index
         inputs = [t.name for t in self.config.input]
@@ -357,23 +340,15 @@ class _Checker:
             if name not in producers:
                 self.fail(f"{where}: ensemble output '{name}' is not produced by any step's output_map")
         for name in sorted(consumed - set(inputs) - set(producers)):
-            self.fail(
-                f"{where}: ensemble tensor '{name}' is consumed but neither an input nor produced by a step"
-            )
+            self.fail(f"{where}: ensemble tensor '{name}' is consumed but neither an input nor produced by a step")
         for name in sorted(set(producers) - consumed - set(outputs)):
-            self.fail(
-                f"{where}: ensemble tensor '{name}' is produced but unused; map it to an output or drop it"
-            )
+            self.fail(f"{where}: ensemble tensor '{name}' is produced but unused; map it to an output or drop it")
 
     # -- instances and metrics ------------------------------------------------------------------
 
     def instance_group(self, index: int, group: ModelInstanceGroup) -> None:
         where = f"instance_group[{index}]" + (f" '{group.name}'" if group.name else "")
-        kind = (
-            ModelInstanceGroup.Kind.Name(group.kind)
-            if group.kind in ModelInstanceGroup.Kind.values()
-            else "?"
-        )
+        kind = ModelInstanceGroup.Kind.Name(group.kind) if group.kind in ModelInstanceGroup.Kind.values() else "?"
         if group.count < 1:
             self.fail(f"{where}: count {group.count} must be >= 1")
         if group.kind == ModelInstanceGroup.KIND_GPU:
@@ -387,9 +362,7 @@ class _Checker:
                 if bad:
                     self.fail(f"{where}: gpus {_fmt(bad)} do not exist; valid ids: 0..{self.gpu_count - 1}")
         elif group.kind in (ModelInstanceGroup.KIND_CPU, ModelInstanceGroup.KIND_MODEL) and group.gpus:
-            self.fail(
-                f"{where}: kind {kind} must not list gpus {_fmt(group.gpus)}; remove 'gpus' or use KIND_GPU"
-            )
+            self.fail(f"{where}: kind {kind} must not list gpus {_fmt(group.gpus)}; remove 'gpus' or use KIND_GPU")
         if group.profile and not self.is_tensorrt:
             self.fail(f"{where}: 'profile' is only supported for TensorRT models (tensorrt_plan)")
 

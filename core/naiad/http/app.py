@@ -107,9 +107,7 @@ def build_app(dataplane: DataPlane) -> Starlette:
         Route("/v2", server_metadata, methods=["GET"]),
     ]
     for suffix, endpoint, method in model_routes:
-        routes.append(
-            Route(f"/v2/models/{{model}}/versions/{{version:int}}{suffix}", endpoint, methods=[method])
-        )
+        routes.append(Route(f"/v2/models/{{model}}/versions/{{version:int}}{suffix}", endpoint, methods=[method]))
         routes.append(Route(f"/v2/models/{{model}}{suffix}", endpoint, methods=[method]))
 
     async def http_error(request: Request, exc: Exception) -> Response:

@@ -66,9 +66,7 @@ def decode_request(
     parameters = _parameters(document.get("parameters"))
     binary_default = parameters.get("binary_data_output", False)
     if not isinstance(binary_default, bool):
-        raise parse_error(
-            "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean"
-        )
+        raise parse_error("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean")
     raw_inputs = document.get("inputs")
     if raw_inputs is None:
         raise parse_error("Unable to parse 'inputs': attempt to access non-existing object member 'inputs'")
@@ -106,9 +104,7 @@ def _parameters(raw: Any) -> dict[str, ParameterValue]:
         raise parse_error("Unable to parse 'parameters': attempt to access JSON non-object as object")
     for key, value in raw.items():
         if not isinstance(value, str | int | float | bool):
-            raise invalid_arg(
-                f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'."
-            )
+            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
     return dict(raw)
 
 
@@ -129,16 +125,12 @@ def _outputs(raw: Any) -> list[RequestedOutput]:
         if isinstance(classification, bool) or not isinstance(classification, int) or classification < 0:
             raise invalid_arg("Unable to parse 'classification': expected an unsigned integer")
         if "shared_memory_region" in parameters:
-            raise NaiadError(
-                "shared memory outputs are not supported by this server yet", ErrorCode.UNSUPPORTED
-            )
+            raise NaiadError("shared memory outputs are not supported by this server yet", ErrorCode.UNSUPPORTED)
         outputs.append(RequestedOutput(entry["name"], binary, classification))
     return outputs
 
 
-def _decode_input(
-    raw: Any, binary: memoryview, offset: int, model_name: str, request_id: str
-) -> tuple[Tensor, int]:
+def _decode_input(raw: Any, binary: memoryview, offset: int, model_name: str, request_id: str) -> tuple[Tensor, int]:
     if not isinstance(raw, dict):
         raise parse_error("Unable to parse 'inputs': attempt to access JSON non-object as object")
     name = raw.get("name")
@@ -148,9 +140,7 @@ def _decode_input(
     if not isinstance(shape, list) or not all(
         isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in shape
     ):
-        raise parse_error(
-            "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
-        )
+        raise parse_error("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer")
     datatype_name = raw.get("datatype")
     if not isinstance(datatype_name, str) or datatype_name not in datatypes.BY_WIRE:
         raise invalid_arg(f"invalid datatype for input {name}")
@@ -206,9 +196,7 @@ def _from_json(data: Any, datatype: datatypes.DataType, shape: list[int], name: 
     kind = datatype.numpy.kind
     for item in flat:
         if not _json_value_fits(item, kind):
-            raise parse_error(
-                f"Unable to parse 'data': attempt to access JSON {_json_kind(item)} as {datatype.wire}"
-            )
+            raise parse_error(f"Unable to parse 'data': attempt to access JSON {_json_kind(item)} as {datatype.wire}")
     try:
         return np.array(flat, dtype=datatype.numpy).reshape(shape)
     except OverflowError:

@@ -49,9 +49,7 @@ def prepare_generate(dataplane: DataPlane, model: ModelVersion, body: bytes) -> 
         elif isinstance(value, str | int | float | bool):
             parameters[key] = value
         else:
-            raise invalid_arg(
-                f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'."
-            )
+            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
     request_id = document.get("id", "")
     return dataplane.prepare(
         model,

@@ -50,9 +50,7 @@ class HttpFrontend:
 
     def __init__(self, app: Starlette, sock: socket.socket, implementation: str) -> None:
         if implementation not in HTTP_SERVERS:
-            raise ValueError(
-                f"unknown --http-server '{implementation}'; choose one of {', '.join(HTTP_SERVERS)}"
-            )
+            raise ValueError(f"unknown --http-server '{implementation}'; choose one of {', '.join(HTTP_SERVERS)}")
         self._app = app
         self._sock = sock
         self._implementation = implementation

@@ -27,17 +27,13 @@ class DirectScheduler(Scheduler):
     def start(self) -> None:
         self._accepting = True
         for instance_name, instance in self._instances:
-            thread = threading.Thread(
-                target=self._work, args=(instance,), name=f"naiad-{instance_name}", daemon=True
-            )
+            thread = threading.Thread(target=self._work, args=(instance,), name=f"naiad-{instance_name}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
     def submit(self, request: InferenceRequest) -> None:
         if not self._accepting:
-            raise NaiadError(
-                f"model '{self._name}' is unloading and accepts no new requests", ErrorCode.UNAVAILABLE
-            )
+            raise NaiadError(f"model '{self._name}' is unloading and accepts no new requests", ErrorCode.UNAVAILABLE)
         self._queue.put(request)
 
     def stop(self) -> None:

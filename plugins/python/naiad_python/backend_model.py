@@ -47,9 +47,7 @@ def load_model(context: ModelLoadContext) -> PythonModel:
             ErrorCode.INVALID_ARG,
         )
     if not model_file.is_file():
-        raise NaiadError(
-            f"failed to load {where}: Python model file not found in '{model_file}'", ErrorCode.NOT_FOUND
-        )
+        raise NaiadError(f"failed to load {where}: Python model file not found in '{model_file}'", ErrorCode.NOT_FOUND)
     for key, reason in _IGNORED_PARAMETERS.items():
         if key in context.config.parameters:
             _log.warning("%s: config parameter %s is ignored by naiad (%s)", where, key, reason)

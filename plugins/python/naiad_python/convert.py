@@ -65,9 +65,7 @@ def request_parameters(request: CoreRequest) -> str:
     return json.dumps(custom)
 
 
-def received_request(
-    request: CoreRequest, *, decoupled: bool, config_outputs: Sequence[str]
-) -> InferenceRequest:
+def received_request(request: CoreRequest, *, decoupled: bool, config_outputs: Sequence[str]) -> InferenceRequest:
     """The ``pb_utils.InferenceRequest`` handed to ``execute`` for one core request."""
     requested = list(request.requested_outputs) or list(config_outputs)
     sender = InferenceResponseSender(
@@ -88,9 +86,7 @@ def received_request(
     )
 
 
-def _deliverer(
-    request: CoreRequest, requested: frozenset[str]
-) -> Callable[[InferenceResponse | None, bool], None]:
+def _deliverer(request: CoreRequest, requested: frozenset[str]) -> Callable[[InferenceResponse | None, bool], None]:
     core_sender = request.sender
 
     def deliver(response: InferenceResponse | None, final: bool) -> None:

@@ -60,9 +60,7 @@ class PythonModelInstance(ModelInstance):
             raise NaiadError(f"failed to load {where}: {error}", ErrorCode.NOT_FOUND) from error
         except USER_ERRORS as error:
             _log.error("failed to import %s for %s", model.model_file, where, exc_info=error)
-            raise NaiadError(
-                f"Failed to initialize {where}: {describe(error)}", ErrorCode.INTERNAL
-            ) from error
+            raise NaiadError(f"Failed to initialize {where}: {describe(error)}", ErrorCode.INTERNAL) from error
         try:
             self._model = self._construct(context)
         except NaiadError:
@@ -71,9 +69,7 @@ class PythonModelInstance(ModelInstance):
         except USER_ERRORS as error:
             _log.error("initialize of %s failed", where, exc_info=error)
             self._teardown()
-            raise NaiadError(
-                f"Failed to initialize {where}: {describe(error)}", ErrorCode.INTERNAL
-            ) from error
+            raise NaiadError(f"Failed to initialize {where}: {describe(error)}", ErrorCode.INTERNAL) from error
 
     def _construct(self, context: InstanceContext) -> Any:
         model_class = getattr(self._unit.module, "TritonPythonModel", None)
@@ -130,8 +126,7 @@ class PythonModelInstance(ModelInstance):
             return
         if self.decoupled:
             raise ContractError(
-                f"Python model '{self.name}' is using the decoupled mode and the execute function must "
-                "return None."
+                f"Python model '{self.name}' is using the decoupled mode and the execute function must return None."
             )
         if not isinstance(returned, list):
             raise ContractError(f"Expected a list in the execute return, found type '{type(returned)}'.")
@@ -157,9 +152,7 @@ class PythonModelInstance(ModelInstance):
             if response is not None:
                 request.get_response_sender()._send_returned(response)
 
-    def _background_done(
-        self, batch: list[InferenceRequest], future: concurrent.futures.Future[object]
-    ) -> None:
+    def _background_done(self, batch: list[InferenceRequest], future: concurrent.futures.Future[object]) -> None:
         """Completion of a decoupled ``async def execute``: fail the batch if it raised."""
         error: BaseException
         if future.cancelled():
@@ -170,8 +163,7 @@ class PythonModelInstance(ModelInstance):
                 if future.result() is None:
                     return
                 error = ContractError(
-                    f"Python model '{self.name}' is using the decoupled mode and the execute function "
-                    "must return None."
+                    f"Python model '{self.name}' is using the decoupled mode and the execute function must return None."
                 )
             else:
                 error = exception
@@ -229,14 +221,10 @@ class PythonModelInstance(ModelInstance):
                 result = self._loop.run(result, timeout=IS_READY_TIMEOUT_S)
             return bool(result)
         except TimeoutError:
-            _log.warning(
-                "is_ready() of model '%s' took more than %.0f s", self.model_name, IS_READY_TIMEOUT_S
-            )
+            _log.warning("is_ready() of model '%s' took more than %.0f s", self.model_name, IS_READY_TIMEOUT_S)
             return False
         except USER_ERRORS as error:
-            _log.warning(
-                "is_ready() of model '%s' raised %s", self.model_name, describe(error), exc_info=error
-            )
+            _log.warning("is_ready() of model '%s' raised %s", self.model_name, describe(error), exc_info=error)
             return False
 
     def finalize(self) -> None:
@@ -251,9 +239,7 @@ class PythonModelInstance(ModelInstance):
                 if inspect.iscoroutine(result):
                     self._loop.run(result)
             except USER_ERRORS as error:
-                _log.error(
-                    "finalize() of model '%s' raised %s", self.model_name, describe(error), exc_info=error
-                )
+                _log.error("finalize() of model '%s' raised %s", self.model_name, describe(error), exc_info=error)
         self._teardown()
 
     def _teardown(self) -> None:

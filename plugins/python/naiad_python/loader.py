@@ -149,9 +149,7 @@ class _UnitFinder(importlib.abc.MetaPathFinder):
 _finder = _UnitFinder()
 
 
-def load_model_module(
-    *, model_name: str, version: int, model_dir: Path, model_file: Path, tag: str
-) -> ModelUnit:
+def load_model_module(*, model_name: str, version: int, model_dir: Path, model_file: Path, tag: str) -> ModelUnit:
     """Import ``model_file`` as a fresh, private module; ``tag`` names the load (instance name).
 
     Raises :class:`ModelFileError` for a missing or misnamed file; any exception raised by
@@ -171,9 +169,7 @@ def load_model_module(
     try:
         module_name = f"{unit.package}.{model_file.stem}"
         file_loader = importlib.machinery.SourceFileLoader(module_name, str(model_file))
-        spec = importlib.util.spec_from_file_location(
-            module_name, model_file, loader=_UnitLoader(file_loader, unit)
-        )
+        spec = importlib.util.spec_from_file_location(module_name, model_file, loader=_UnitLoader(file_loader, unit))
         assert spec is not None
         assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -252,9 +248,7 @@ def _make_import(unit: ModelUnit) -> Any:
         if level == 0:
             package = unit.redirect(name.partition(".")[0])
             if package is not None:
-                return builtins.__import__(
-                    name, {"__package__": package, "__spec__": None}, locals, fromlist, 1
-                )
+                return builtins.__import__(name, {"__package__": package, "__spec__": None}, locals, fromlist, 1)
         return builtins.__import__(name, globals, locals, fromlist, level)
 
     return __import__

@@ -58,6 +58,5 @@ def test_async_decoupled_exception_fails_the_open_requests(load_model: LoadModel
     assert last.response is not None
     assert last.response.error is not None
     assert last.response.error.message == (
-        "Failed to process the request(s) for model 'async_decoupled_0', message: "
-        "RuntimeError: failed half way"
+        "Failed to process the request(s) for model 'async_decoupled_0', message: RuntimeError: failed half way"
     )

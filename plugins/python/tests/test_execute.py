@@ -139,8 +139,7 @@ def test_system_exit_in_execute_only_fails_the_batch(load_model: LoadModel) -> N
         ("tuple", "Expected a list in the execute return, found type '<class 'tuple'>'."),
         (
             "bad_item",
-            "Expected an 'InferenceResponse' object in the execute function return list, found type "
-            "'<class 'str'>'.",
+            "Expected an 'InferenceResponse' object in the execute function return list, found type '<class 'str'>'.",
         ),
     ],
 )
@@ -222,9 +221,7 @@ def test_returning_a_response_already_sent_fails_the_rest_of_the_batch(load_mode
 
 def test_sender_rules_in_a_non_decoupled_model(load_model: LoadModel) -> None:
     model = load_model("senders", SENDER_MODES)
-    np.testing.assert_array_equal(
-        model.infer({"INPUT0": FOUR}, parameters={"mode": "rules"}).output("OUTPUT0"), FOUR
-    )
+    np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}, parameters={"mode": "rules"}).output("OUTPUT0"), FOUR)
     texts = model.instances[0]._model.rule_texts  # type: ignore[attr-defined]
     assert texts == [
         "Unable to send response. Non-decoupled model cannot send complete final before sending a response.",

@@ -48,12 +48,8 @@ def test_auto_complete_without_config_file(load_model: LoadModel) -> None:
     assert config.backend == "python"
     assert config.max_batch_size == 8
     assert config.HasField("dynamic_batching")
-    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [
-        ("INPUT0", DataType.TYPE_FP32, [4])
-    ]
-    assert [(t.name, t.data_type, list(t.dims)) for t in config.output] == [
-        ("OUTPUT0", DataType.TYPE_FP32, [4])
-    ]
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [("INPUT0", DataType.TYPE_FP32, [4])]
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.output] == [("OUTPUT0", DataType.TYPE_FP32, [4])]
     data = np.arange(8, dtype=np.float32).reshape(2, 4)
     np.testing.assert_array_equal(model.infer({"INPUT0": data}).output("OUTPUT0"), data * 2)
 
@@ -114,8 +110,7 @@ def test_exception_in_initialize_fails_the_load(load_model: LoadModel) -> None:
         load_model("broken", RAISE_IN_INITIALIZE)
     assert excinfo.value.code is ErrorCode.INTERNAL
     assert excinfo.value.message == (
-        "Failed to initialize python model 'broken' version 1 (instance 'broken_0'): "
-        "RuntimeError: no weights found"
+        "Failed to initialize python model 'broken' version 1 (instance 'broken_0'): RuntimeError: no weights found"
     )
     assert not [name for name in sys.modules if "broken" in name and name.startswith("_naiad_python_models")]
 
@@ -140,9 +135,7 @@ def test_model_file_problems(python_backend: Backend, repo: Path, filename: str,
     model_dir = repo / "missing"
     (model_dir / "1").mkdir(parents=True)
     config = ModelConfig(name="missing", backend="python", default_model_filename=filename)
-    context = ModelLoadContext(
-        model_name="missing", version=1, model_dir=model_dir, config=config, auto_complete=True
-    )
+    context = ModelLoadContext(model_name="missing", version=1, model_dir=model_dir, config=config, auto_complete=True)
     with pytest.raises(NaiadError) as excinfo:
         python_backend.load_model(context)
     assert excinfo.value.message.startswith("failed to load python model 'missing' version 1: ")

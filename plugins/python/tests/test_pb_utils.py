@@ -163,9 +163,7 @@ def test_dlpack_round_trip() -> None:
 
 
 def test_dlpack_rejections() -> None:
-    with pytest.raises(
-        pb_utils.TritonModelException, match="DLPack does not have support for string tensors"
-    ):
+    with pytest.raises(pb_utils.TritonModelException, match="DLPack does not have support for string tensors"):
         pb_utils.Tensor("S", np.array([b"x"], dtype=np.object_)).to_dlpack()
     with pytest.raises(pb_utils.TritonModelException, match="not contiguous"):
         pb_utils.Tensor.from_dlpack("T", np.arange(6, dtype=np.float32).reshape(2, 3).T)
@@ -284,9 +282,7 @@ def test_decoupled_sender_rules() -> None:
     sender.send(response)
     with pytest.raises(pb_utils.TritonModelException, match="Unsupported flag provided"):
         sender.send(response, flags=4)
-    with pytest.raises(
-        pb_utils.TritonModelException, match="must be provided when the response flags is set to zero"
-    ):
+    with pytest.raises(pb_utils.TritonModelException, match="must be provided when the response flags is set to zero"):
         sender.send()
     sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
     with pytest.raises(pb_utils.TritonModelException, match=r"Response sender has been closed\."):

@@ -118,8 +118,7 @@ def from_dlpack(obj: object) -> tuple[npt.NDArray[Any], bool]:
         capsule = obj.__dlpack__(stream=None)
     else:
         raise TritonModelException(
-            "Provided tensor is not supported. Tensor must be a DLPack capsule or have a `__dlpack__` "
-            "attribute"
+            "Provided tensor is not supported. Tensor must be a DLPack capsule or have a `__dlpack__` attribute"
         )
     tensor = _dl_tensor(capsule)
     device = int(tensor.device.device_type)
@@ -141,8 +140,7 @@ def from_dlpack(obj: object) -> tuple[npt.NDArray[Any], bool]:
         raise TritonModelException(f"unable to import the DLPack tensor: {error}") from error
     if not array.flags.c_contiguous:
         raise TritonModelException(
-            "DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order "
-            "are supported."
+            "DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are supported."
         )
     return array, bf16
 

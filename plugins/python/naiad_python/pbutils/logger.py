@@ -71,7 +71,5 @@ def _emit(message: str, level: int, *, stacklevel: int) -> None:
     try:
         python_level = _TO_LOGGING[LogLevel(level)]
     except ValueError:
-        raise TypeError(
-            f"Logger.log(): unknown level {level!r}; use Logger.INFO, WARNING, ERROR or VERBOSE"
-        ) from None
+        raise TypeError(f"Logger.log(): unknown level {level!r}; use Logger.INFO, WARNING, ERROR or VERBOSE") from None
     _logger.log(python_level, "%s", message, stacklevel=stacklevel)

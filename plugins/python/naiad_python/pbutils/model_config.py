@@ -78,9 +78,7 @@ class ModelConfig:
                     f"property other than {allowed}."
                 )
         if "name" not in tensor:
-            raise ValueError(
-                f"{kind} in auto-complete-config function for model '{model}' is missing 'name' property."
-            )
+            raise ValueError(f"{kind} in auto-complete-config function for model '{model}' is missing 'name' property.")
         for required in ("data_type", "dims"):
             if required not in tensor:
                 raise ValueError(

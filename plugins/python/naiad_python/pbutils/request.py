@@ -199,9 +199,7 @@ class InferenceRequest:
     def set_release_flags(self, flags: int) -> None:
         """Release flags; ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` is not supported yet."""
         if flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise not_supported(
-                "Request rescheduling (set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE))"
-            )
+            raise not_supported("Request rescheduling (set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE))")
         if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
             raise TritonModelException(f"Unsupported release flags {flags!r}")
         self._release_flags = flags

@@ -143,8 +143,7 @@ class InferenceResponseSender:
                 )
             if response is None and final and self._sent == 0:
                 raise TritonModelException(
-                    "Unable to send response. Non-decoupled model cannot send complete final before "
-                    "sending a response."
+                    "Unable to send response. Non-decoupled model cannot send complete final before sending a response."
                 )
         if self._closed:
             raise TritonModelException("Unable to send response. Response sender has been closed.")
