@@ -94,6 +94,11 @@ class ResponseSender:
         """True when the client went away or cancelled the request."""
         return self.request is not None and self.request.is_cancelled()
 
+    def relay_through(self, relay: Callable[[ResponseEvent, Callable[[ResponseEvent], None]], None]) -> None:
+        """Pass every event through ``relay(event, deliver)`` (e.g. to hold responses back in order)."""
+        deliver = self._deliver
+        self._deliver = lambda event: relay(event, deliver)
+
 
 class ResponseStream:
     """The event-loop side of a sender: an async iterator of the events a request produced."""

@@ -13,7 +13,7 @@ from naiad.errors import ErrorCode, NaiadError
 from naiad.models import ModelSignature, ModelState, ModelVersion
 from naiad.plugins import BackendRegistry
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
-from naiad.scheduling import DirectScheduler
+from naiad.scheduling import build_scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def _load_into(
             f"model '{config.name}' has no instances to run: every instance_group has count 0",
             ErrorCode.INVALID_ARG,
         )
-    loaded.scheduler = DirectScheduler(config.name, loaded.instances, decoupled=loaded.signature.decoupled)
+    loaded.scheduler = build_scheduler(config, loaded.instances, decoupled=loaded.signature.decoupled)
     loaded.scheduler.start()
 
 

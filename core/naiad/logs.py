@@ -23,5 +23,5 @@ def configure_logging(verbose: int = 0, *, info: bool = True, warning: bool = Tr
     root.handlers[:] = [handler]
     root.setLevel(level)
     # uvicorn/hypercorn log every connection error at INFO; keep them for verbose runs only.
-    for noisy in ("uvicorn.error", "hypercorn.error"):
+    for noisy in ("uvicorn.error", "hypercorn.error", "grpc"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
