@@ -83,21 +83,21 @@ def _load_into(
     loaded.signature = ModelSignature.from_config(config)
     for group in config.instance_group:
         devices = list(group.gpus) if group.kind == ModelInstanceGroup.KIND_GPU else [0]
-        for device in devices:
-            for _ in range(group.count):
-                instance_name = f"{group.name}_{len(loaded.instances)}"
-                instance_context = InstanceContext(
-                    model_name=config.name,
-                    version=loaded.version,
-                    model_dir=model_dir,
-                    name=instance_name,
-                    kind=_KIND_NAMES[group.kind],
-                    device_id=device,
-                    config=config,
-                    config_json=loaded.config_json,
-                )
-                instance: ModelInstance = backend.create_instance(loaded.backend_model, instance_context)
-                loaded.instances.append((instance_name, instance))
+        placements = [device for device in devices for _ in range(group.count)]
+        for index, device in enumerate(placements):
+            instance_name = f"{group.name}_{index}"
+            instance_context = InstanceContext(
+                model_name=config.name,
+                version=loaded.version,
+                model_dir=model_dir,
+                name=instance_name,
+                kind=_KIND_NAMES[group.kind],
+                device_id=device,
+                config=config,
+                config_json=loaded.config_json,
+            )
+            instance: ModelInstance = backend.create_instance(loaded.backend_model, instance_context)
+            loaded.instances.append((instance_name, instance))
     if not loaded.instances:
         raise NaiadError(
             f"model '{config.name}' has no instances to run: every instance_group has count 0",
