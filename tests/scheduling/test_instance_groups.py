@@ -18,7 +18,8 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.identity = f"{args['model_instance_name']}:{args['model_instance_kind']}:{args['model_instance_device_id']}"
+        keys = ("model_instance_name", "model_instance_kind", "model_instance_device_id")
+        self.identity = ":".join(args[key] for key in keys)
 
     def execute(self, requests):
         time.sleep(0.02)  # long enough for concurrent requests to spread over the instances
