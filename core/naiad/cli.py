@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from naiad import __version__
+from naiad.grpc import GrpcSettings
+from naiad.grpc.serving import COMPRESSION_LEVELS
 from naiad.http.serving import HTTP_SERVERS
 from naiad.logs import configure_logging
 from naiad.server import Server, ServerOptions, StartupError
@@ -45,9 +47,7 @@ def _backend_setting(value: str) -> tuple[str, str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="naiad", description="Serve Triton model repositories over KServe v2."
-    )
+    parser = argparse.ArgumentParser(prog="naiad", description="Serve Triton model repositories over KServe v2.")
     parser.add_argument("--version", action="version", version=f"naiad {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve one or more model repositories")
@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL")
     serve.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL")
     serve.add_argument("--allow-metrics", type=_bool, default=True, metavar="BOOL")
+    _add_grpc_arguments(serve)
     serve.add_argument(
         "--http-server",
         choices=HTTP_SERVERS,
@@ -104,6 +105,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# -- gRPC flags (naiad.grpc) ----------------------------------------------------------------------
+
+
+def _add_grpc_arguments(serve: argparse.ArgumentParser) -> None:
+    """Triton's ``--grpc-*`` flags; times are in milliseconds, as in Triton."""
+    defaults = GrpcSettings()
+    serve.add_argument("--grpc-address", default="0.0.0.0", help="address the gRPC frontend listens on")
+    serve.add_argument("--reuse-grpc-port", type=_bool, default=False, metavar="BOOL")
+    for flag, default in (
+        ("--grpc-keepalive-time", defaults.keepalive_time_ms),
+        ("--grpc-keepalive-timeout", defaults.keepalive_timeout_ms),
+        ("--grpc-http2-max-pings-without-data", defaults.http2_max_pings_without_data),
+        (
+            "--grpc-http2-min-recv-ping-interval-without-data",
+            defaults.http2_min_recv_ping_interval_without_data_ms,
+        ),
+        ("--grpc-http2-max-ping-strikes", defaults.http2_max_ping_strikes),
+    ):
+        serve.add_argument(flag, type=_non_negative, default=default, metavar="N")
+    serve.add_argument("--grpc-max-connection-age", type=_non_negative, default=None, metavar="MS")
+    serve.add_argument("--grpc-max-connection-age-grace", type=_non_negative, default=None, metavar="MS")
+    serve.add_argument("--grpc-keepalive-permit-without-calls", type=_bool, default=False, metavar="BOOL")
+    serve.add_argument("--grpc-infer-response-compression-level", choices=tuple(COMPRESSION_LEVELS), default="none")
+
+
+def _non_negative(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {number}")
+    return number
+
+
+def _grpc_settings(args: argparse.Namespace) -> GrpcSettings:
+    return GrpcSettings(
+        keepalive_time_ms=args.grpc_keepalive_time,
+        keepalive_timeout_ms=args.grpc_keepalive_timeout,
+        keepalive_permit_without_calls=args.grpc_keepalive_permit_without_calls,
+        http2_max_pings_without_data=args.grpc_http2_max_pings_without_data,
+        http2_min_recv_ping_interval_without_data_ms=args.grpc_http2_min_recv_ping_interval_without_data,
+        http2_max_ping_strikes=args.grpc_http2_max_ping_strikes,
+        max_connection_age_ms=args.grpc_max_connection_age,
+        max_connection_age_grace_ms=args.grpc_max_connection_age_grace,
+        infer_response_compression_level=args.grpc_infer_response_compression_level,
+        reuse_port=args.reuse_grpc_port,
+    )
+
+
+# -- end gRPC flags --------------------------------------------------------------------------------
+
+
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
     backend_config: dict[str, dict[str, str]] = {}
     for backend, key, value in args.backend_config:
@@ -113,6 +164,9 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         http_address=args.http_address,
         http_port=args.http_port,
         grpc_port=args.grpc_port,
+        grpc_address=args.grpc_address,
+        allow_grpc=args.allow_grpc,
+        grpc=_grpc_settings(args),
         metrics_port=args.metrics_port,
         allow_http=args.allow_http,
         http_server=args.http_server,

@@ -11,6 +11,7 @@ from pathlib import Path
 from naiad import __version__
 from naiad.dataplane import DataPlane, ServerState
 from naiad.devices import gpu_count
+from naiad.grpc import GrpcFrontend, GrpcSettings
 from naiad.http import build_app
 from naiad.http.serving import HttpFrontend, bind_socket
 from naiad.lifecycle import ModelLifecycle
@@ -34,6 +35,11 @@ class ServerOptions:
     http_address: str = "0.0.0.0"
     http_port: int = 8000
     grpc_port: int = 8001
+    # -- gRPC frontend (naiad.grpc) --
+    grpc_address: str = "0.0.0.0"
+    allow_grpc: bool = True
+    grpc: GrpcSettings = field(default_factory=GrpcSettings)
+    # -- end gRPC --
     metrics_port: int = 8002
     allow_http: bool = True
     http_server: str = "uvicorn"
@@ -68,10 +74,14 @@ class Server:
 
     async def run(self) -> None:
         """Serve until stopped; then drain in-flight requests, unload models and return."""
-        frontends: list[HttpFrontend] = []
+        frontends: list[HttpFrontend | GrpcFrontend] = []
         if self.options.allow_http:
             sock = bind_socket(self.options.http_address, self.options.http_port, "HTTP", "--http-port")
             frontends.append(HttpFrontend(build_app(self.dataplane), sock, self.options.http_server))
+        if self.options.allow_grpc:
+            frontends.append(
+                GrpcFrontend(self.dataplane, self.options.grpc_address, self.options.grpc_port, self.options.grpc)
+            )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
@@ -82,9 +92,7 @@ class Server:
             await asyncio.to_thread(self.lifecycle.load_all)
             logger.info("models:\n%s", model_table(self.lifecycle))
             if self.options.exit_on_error and not self.lifecycle.all_ready():
-                raise StartupError(
-                    "some models failed to load and --exit-on-error is true; see the errors above"
-                )
+                raise StartupError("some models failed to load and --exit-on-error is true; see the errors above")
             self.dataplane.state = ServerState.READY
             logger.info("naiad %s is ready: %s", __version__, ", ".join(f.describe() for f in frontends))
             await self._stop.wait()
@@ -103,7 +111,7 @@ class Server:
             version=__version__,
             model_repositories=self.options.model_repositories,
             http_port=self.options.http_port if self.options.allow_http else None,
-            grpc_port=None,
+            grpc_port=self.options.grpc_port if self.options.allow_grpc else None,
             metrics_port=None,
             backend_config=self.options.backend_config,
         )

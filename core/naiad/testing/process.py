@@ -73,14 +73,13 @@ def start_server(
         "serve",
         *(f"--model-repository={repository}" for repository in repositories),
         "--http-address=127.0.0.1",
+        "--grpc-address=127.0.0.1",
         f"--http-port={http_port}",
         f"--grpc-port={grpc_port}",
         f"--metrics-port={metrics_port}",
         *extra_args,
     ]
-    process = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-    )
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     log.close()
     server = ServerProcess(process, http_port, grpc_port, metrics_port, Path(log.name))
     deadline = time.monotonic() + timeout

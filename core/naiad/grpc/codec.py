@@ -1,0 +1,279 @@
+"""``ModelInferRequest`` / ``ModelInferResponse`` to and from naiad's tensors and responses.
+
+Inputs arrive as typed ``contents`` or as ``raw_input_contents`` (one entry per input, in
+order); typed contents are re-encoded as raw bytes so both go through
+:func:`naiad.wire.from_bytes` and get the same checks and messages. Outputs always go back
+in ``raw_output_contents``, one entry per output, as Triton does. Request validation
+(shapes, datatypes, the ``triton_*`` rule, scheduling parameters) belongs to the data plane.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from google.protobuf.message import Message
+
+from naiad import datatypes
+from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.inference import InferenceResponse, ParameterValue, Tensor
+from naiad.protocol import grpc_service_pb2 as pb
+from naiad.validation import request_prefix
+from naiad.wire import from_bytes, tensor_bytes
+
+MAX_MESSAGE_BYTES = 2**31 - 1
+"""gRPC's largest message, Triton's send and receive limit."""
+
+EMPTY_FINAL_KEY = "triton_enable_empty_final_response"
+FINAL_KEY = "triton_final_response"
+
+# The typed-contents field of each datatype (FP16 and BF16 have none), and the dtype its
+# values arrive in; narrower integers travel in 32-bit fields and are truncated.
+_CONTENTS_FIELD = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+# Each typed-contents field: the datatype Triton names it by, and the dtype of its values.
+_FIELDS: dict[str, tuple[str, Any]] = {
+    "bool_contents": ("BOOL", np.bool_),
+    "int_contents": ("INT32", np.int32),
+    "int64_contents": ("INT64", np.int64),
+    "uint_contents": ("UINT32", np.uint32),
+    "uint64_contents": ("UINT64", np.uint64),
+    "fp32_contents": ("FP32", np.float32),
+    "fp64_contents": ("FP64", np.float64),
+    "bytes_contents": ("BYTES", np.object_),
+}
+
+# Request parameters whose InferParameter type Triton checks, and the accepted types.
+_TYPED_PARAMETERS = {
+    "sequence_id": ("int64_param", "string_param"),
+    "sequence_start": ("bool_param",),
+    "sequence_end": ("bool_param",),
+    "priority": ("int64_param", "uint64_param"),
+    "timeout": ("int64_param",),
+    EMPTY_FINAL_KEY: ("bool_param",),
+}
+_CUSTOM_TYPES = ("bool_param", "int64_param", "string_param", "double_param")
+
+_VERSION_RE = re.compile(r"\s*([+-]?\d+)")
+
+
+@dataclass(slots=True)
+class DecodedRequest:
+    """A ModelInferRequest decoded into tensors and plain parameters, not yet validated."""
+
+    id: str
+    inputs: list[Tensor]
+    outputs: list[str]
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    enable_empty_final: bool = False
+
+
+def parse_version(text: str) -> str:
+    """A request's version string as the data plane's lookup takes it ('' = server choice).
+
+    Follows Triton, which reads a leading integer (``std::stol``): "abc", an overflow or a
+    negative number is INVALID_ARG.
+    """
+    if not text:
+        return ""
+    match = _VERSION_RE.match(text)
+    if match is None or not -(2**63) <= int(match.group(1)) < 2**63:
+        raise invalid_arg(
+            f"failed to get model version from specified version string '{text}' (details: stol), "
+            "version should be an integral value > 0"
+        )
+    version = int(match.group(1))
+    if version < 0:
+        raise invalid_arg(f"invalid model version specified '{text}' , version should be an integral value > 0")
+    return str(version)
+
+
+# -- parameters -------------------------------------------------------------------------------
+
+
+def parameter_value(parameter: pb.InferParameter) -> ParameterValue | None:
+    """The Python value of an InferParameter (None when no member of the oneof is set)."""
+    kind = parameter.WhichOneof("parameter_choice")
+    if kind is None:
+        return None
+    value: ParameterValue = getattr(parameter, kind)
+    return value
+
+
+def set_parameter(parameter: pb.InferParameter, value: ParameterValue) -> None:
+    """Store a Python value in the InferParameter member of its type."""
+    if isinstance(value, bool):
+        parameter.bool_param = value
+    elif isinstance(value, int):
+        parameter.int64_param = value
+    elif isinstance(value, float):
+        parameter.double_param = value
+    else:
+        parameter.string_param = str(value)
+
+
+def request_parameters(parameters: Mapping[str, pb.InferParameter]) -> tuple[dict[str, ParameterValue], bool]:
+    """Request parameters as Python values, and whether empty final responses were asked for.
+
+    Checks the InferParameter member used for each key as Triton does; the values and the
+    reserved ``triton_`` prefix are the data plane's business.
+    """
+    values: dict[str, ParameterValue] = {}
+    enable_empty_final = False
+    for key, parameter in parameters.items():
+        kind = parameter.WhichOneof("parameter_choice")
+        accepted = _TYPED_PARAMETERS.get(key)
+        if accepted is not None and kind not in accepted:
+            raise invalid_arg(f"invalid value type for '{key}' parameter, expected {' or '.join(accepted)}.")
+        if accepted is None and not key.startswith("triton_") and kind not in _CUSTOM_TYPES:
+            raise invalid_arg(
+                f"invalid value type for '{key}' parameter, expected int64_param, bool_param, or string_param."
+            )
+        if key == EMPTY_FINAL_KEY:
+            enable_empty_final = parameter.bool_param
+            continue
+        if key == "priority" and kind == "int64_param" and parameter.int64_param < 0:
+            raise invalid_arg("invalid value for 'priority', expected value >= 0.")
+        value = parameter_value(parameter)
+        if value is not None:
+            values[key] = value
+    return values, enable_empty_final
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def decode_request(request: pb.ModelInferRequest, model_name: str) -> DecodedRequest:
+    """Decode a ModelInferRequest for ``model_name`` into tensors and parameters."""
+    parameters, enable_empty_final = request_parameters(request.parameters)
+    raw = request.raw_input_contents
+    inputs: list[Tensor] = []
+    seen: set[str] = set()
+    for index, tensor in enumerate(request.inputs):
+        if tensor.name in seen:
+            raise invalid_arg(f"{request_prefix(request.id)}input '{tensor.name}' already exists in request")
+        seen.add(tensor.name)
+        if "shared_memory_region" in tensor.parameters:
+            raise unsupported("shared memory inputs are not supported by naiad yet")
+        if raw and tensor.HasField("contents"):
+            raise invalid_arg(
+                f"contents field must not be specified when using raw_input_contents for '{tensor.name}' "
+                f"for model '{model_name}'"
+            )
+        if raw:
+            chunk = raw[index] if index < len(raw) else None
+        elif tensor.HasField("contents"):
+            chunk = _typed_bytes(tensor, model_name)
+        else:
+            chunk = None
+        if chunk is None:
+            raise invalid_arg(
+                f"unable to find data for input tensor '{tensor.name}' for model '{model_name}' in request."
+            )
+        inputs.append(_tensor(tensor, chunk, model_name, request.id))
+    return DecodedRequest(request.id, inputs, _requested_outputs(request), parameters, enable_empty_final)
+
+
+def _tensor(tensor: pb.ModelInferRequest.InferInputTensor, chunk: bytes, model_name: str, request_id: str) -> Tensor:
+    shape = list(tensor.shape)
+    if any(dim < 0 for dim in shape):
+        raise invalid_arg(
+            f"{request_prefix(request_id)}All input dimensions should be specified for input "
+            f"'{tensor.name}' for model '{model_name}', got [{','.join(str(dim) for dim in shape)}]"
+        )
+    datatype = datatypes.BY_WIRE.get(tensor.datatype)
+    if datatype is None:
+        # Triton names an unknown datatype '<invalid>'; the data plane's datatype check
+        # always refuses this placeholder (no config datatype has that name).
+        return Tensor(tensor.name, "<invalid>", np.empty(0, dtype=np.uint8))
+    # A copy into a bytearray keeps the tensor writable, as on HTTP.
+    return Tensor(
+        tensor.name,
+        datatype.wire,
+        from_bytes(bytearray(chunk), datatype, shape, tensor.name, model_name, request_id),
+    )
+
+
+def _typed_bytes(tensor: pb.ModelInferRequest.InferInputTensor, model_name: str) -> bytes:
+    """The raw little-endian encoding of an input's typed ``contents``."""
+    expected = _CONTENTS_FIELD.get(tensor.datatype)
+    for descriptor, _ in tensor.contents.ListFields():
+        if descriptor.name != expected:
+            raise invalid_arg(
+                f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model_name}' "
+                f"of type '{_FIELDS[descriptor.name][0]}', expected datatype '{tensor.datatype}'"
+            )
+    if expected is None:  # an unknown datatype with empty contents: refused by validation
+        return b""
+    values = getattr(tensor.contents, expected)
+    if expected == "bytes_contents":
+        return datatypes.serialize_bytes(np.array(list(values), dtype=np.object_))
+    datatype = datatypes.BY_WIRE[tensor.datatype]
+    carried = np.asarray(values, dtype=_FIELDS[expected][1])
+    return carried.astype(datatype.numpy.newbyteorder("<")).tobytes()
+
+
+def _requested_outputs(request: pb.ModelInferRequest) -> list[str]:
+    names: dict[str, None] = {}
+    for output in request.outputs:
+        if "shared_memory_region" in output.parameters:
+            raise unsupported("shared memory outputs are not supported by naiad yet")
+        if "classification" in output.parameters:
+            classification = output.parameters["classification"]
+            if classification.WhichOneof("parameter_choice") != "int64_param" or classification.int64_param < 1:
+                raise invalid_arg("invalid value for 'classification' parameter, expected >= 0")
+            raise unsupported("the classification extension is not supported by naiad yet")
+        names[output.name] = None  # Triton answers a name asked for twice once
+    return list(names)
+
+
+# -- responses --------------------------------------------------------------------------------
+
+
+def encode_response(
+    response: InferenceResponse, *, model_name: str, model_version: str, request_id: str
+) -> pb.ModelInferResponse:
+    """A ModelInferResponse with every output's bytes in ``raw_output_contents``."""
+    message = pb.ModelInferResponse(model_name=model_name, model_version=model_version, id=request_id)
+    for key, value in response.parameters.items():
+        set_parameter(message.parameters[key], value)
+    for tensor in response.outputs:
+        message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+        message.raw_output_contents.append(tensor_bytes(tensor))
+    check_size(message)
+    return message
+
+
+def check_size(message: Message) -> None:
+    """Refuse a message gRPC cannot carry (INVALID_ARG, as Triton answers)."""
+    size = message.ByteSize()
+    if size > MAX_MESSAGE_BYTES:
+        raise invalid_arg(
+            f"the response is {size} bytes, more than gRPC's limit of {MAX_MESSAGE_BYTES} bytes; "
+            "ask for fewer outputs or a smaller batch"
+        )
+
+
+def stream_response(
+    message: pb.ModelInferResponse, *, final: bool | None = None, error: NaiadError | None = None
+) -> pb.ModelStreamInferResponse:
+    """A ModelStreamInfer response: ``message``, its ``triton_final_response`` flag (unless
+    None: requests that never ran get none) and the error, if it is one."""
+    if final is not None:
+        message.parameters[FINAL_KEY].bool_param = final
+    return pb.ModelStreamInferResponse(error_message="" if error is None else error.message, infer_response=message)

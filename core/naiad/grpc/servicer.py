@@ -1,0 +1,129 @@
+"""The ``inference.GRPCInferenceService`` handlers over the data plane.
+
+Handlers are registered for every method of the service descriptor: the ones naiad
+implements here, and for the others an UNIMPLEMENTED status that names the RPC.
+A :class:`~naiad.errors.NaiadError` becomes the gRPC status of its code (see
+:mod:`naiad.grpc.status`) with the error's message as details.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc  # type: ignore[import-untyped,unused-ignore]
+from google.protobuf import message_factory
+from google.protobuf.message import Message
+
+from naiad.dataplane import DataPlane
+from naiad.errors import NaiadError, unsupported
+from naiad.grpc import codec
+from naiad.grpc.infer import model_infer
+from naiad.grpc.status import grpc_status
+from naiad.grpc.stream import StreamSession
+from naiad.protocol import grpc_service_pb2 as pb
+
+logger = logging.getLogger(__name__)
+
+SERVICE = "inference.GRPCInferenceService"
+
+Unary = Callable[[Any], Awaitable[Message]]
+
+
+class InferenceServicer:
+    """Health, metadata, config and inference RPCs for one data plane."""
+
+    def __init__(self, dataplane: DataPlane) -> None:
+        self._dataplane = dataplane
+
+    # -- unary RPCs ----------------------------------------------------------------------------
+
+    async def server_live(self, request: pb.ServerLiveRequest) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=self._dataplane.live())
+
+    async def server_ready(self, request: pb.ServerReadyRequest) -> pb.ServerReadyResponse:
+        return pb.ServerReadyResponse(ready=self._dataplane.ready())
+
+    async def model_ready(self, request: pb.ModelReadyRequest) -> pb.ModelReadyResponse:
+        version = codec.parse_version(request.version)
+        return pb.ModelReadyResponse(ready=self._dataplane.model_ready(request.name, version))
+
+    async def server_metadata(self, request: pb.ServerMetadataRequest) -> pb.ServerMetadataResponse:
+        return pb.ServerMetadataResponse(**self._dataplane.server_metadata())
+
+    async def model_metadata(self, request: pb.ModelMetadataRequest) -> pb.ModelMetadataResponse:
+        metadata = self._dataplane.model_metadata(request.name, codec.parse_version(request.version))
+        tensor = pb.ModelMetadataResponse.TensorMetadata
+        return pb.ModelMetadataResponse(
+            name=metadata["name"],
+            versions=metadata["versions"],
+            platform=metadata["platform"],
+            inputs=[tensor(**spec) for spec in metadata["inputs"]],
+            outputs=[tensor(**spec) for spec in metadata["outputs"]],
+        )
+
+    async def model_config(self, request: pb.ModelConfigRequest) -> pb.ModelConfigResponse:
+        model = self._dataplane.lifecycle.lookup(request.name, codec.parse_version(request.version))
+        return pb.ModelConfigResponse(config=model.config)
+
+    async def model_infer(self, request: pb.ModelInferRequest) -> pb.ModelInferResponse:
+        return await model_infer(self._dataplane, request)
+
+    # -- streaming -----------------------------------------------------------------------------
+
+    async def model_stream_infer(self, requests: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
+        await StreamSession(self._dataplane).run(requests, context.write)
+
+    # -- registration --------------------------------------------------------------------------
+
+    def handlers(self) -> dict[str, Any]:
+        """Method name -> gRPC handler for every method of the service."""
+        unary: dict[str, Unary] = {
+            "ServerLive": self.server_live,
+            "ServerReady": self.server_ready,
+            "ModelReady": self.model_ready,
+            "ServerMetadata": self.server_metadata,
+            "ModelMetadata": self.model_metadata,
+            "ModelConfig": self.model_config,
+            "ModelInfer": self.model_infer,
+        }
+        handlers: dict[str, Any] = {}
+        for method in pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods:
+            request_type = message_factory.GetMessageClass(method.input_type)
+            response_type = message_factory.GetMessageClass(method.output_type)
+            serializers = {
+                "request_deserializer": request_type.FromString,
+                "response_serializer": response_type.SerializeToString,
+            }
+            if method.name == "ModelStreamInfer":
+                handlers[method.name] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer, **serializers)
+            else:
+                implementation = unary.get(method.name) or _unimplemented(method.name)
+                handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                    _with_status(method.name, implementation), **serializers
+                )
+        return handlers
+
+
+def _with_status(name: str, implementation: Unary) -> Callable[[Any, Any], Awaitable[Message]]:
+    """A handler that answers errors with a gRPC status instead of a response."""
+
+    async def handle(request: Any, context: Any) -> Message:
+        try:
+            return await implementation(request)
+        except NaiadError as error:
+            await context.abort(grpc_status(error.code), error.message)
+        except Exception as exc:
+            logger.exception("unexpected error in %s", name)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {type(exc).__name__}: {exc}")
+        raise AssertionError("context.abort returned")  # pragma: no cover
+
+    return handle
+
+
+def _unimplemented(name: str) -> Unary:
+    async def refuse(request: Any) -> Message:
+        raise unsupported(f"{name} is not supported by naiad yet")
+
+    return refuse

@@ -1,0 +1,78 @@
+"""naiad.grpc.codec on its own: versions, parameters, tensors and responses, in process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from naiad.errors import ErrorCode, NaiadError
+from naiad.grpc import codec
+from naiad.inference import InferenceResponse, Tensor
+from naiad.protocol import grpc_service_pb2 as pb
+
+
+@pytest.mark.parametrize(
+    ("text", "version"), [("", ""), ("1", "1"), ("007", "7"), (" 3", "3"), ("2abc", "2"), ("+4", "4")]
+)
+def test_versions_are_read_like_stol(text: str, version: str) -> None:
+    assert codec.parse_version(text) == version
+
+
+@pytest.mark.parametrize("text", ["abc", " ", "9223372036854775808", "-1"])
+def test_bad_versions(text: str) -> None:
+    with pytest.raises(NaiadError) as caught:
+        codec.parse_version(text)
+    assert caught.value.code is ErrorCode.INVALID_ARG
+
+
+def test_parameters_become_python_values() -> None:
+    request = pb.ModelInferRequest()
+    request.parameters["sequence_id"].string_param = "abc"
+    request.parameters["sequence_start"].bool_param = True
+    request.parameters["priority"].uint64_param = 2
+    request.parameters["ratio"].double_param = 0.5
+    request.parameters["count"].int64_param = -3
+    request.parameters["triton_enable_empty_final_response"].bool_param = True
+    values, empty_final = codec.request_parameters(request.parameters)
+    assert values == {"sequence_id": "abc", "sequence_start": True, "priority": 2, "ratio": 0.5, "count": -3}
+    assert empty_final is True
+
+
+def test_response_parameters_and_raw_outputs() -> None:
+    response = InferenceResponse(
+        outputs=[
+            Tensor("A", "INT16", np.array([[1, -2]], dtype=np.int16)),
+            Tensor("B", "BYTES", np.array([b"x", b""], dtype=np.object_)),
+        ],
+        parameters={"flag": True, "n": 3, "ratio": 0.25, "text": "hi"},
+    )
+    message = codec.encode_response(response, model_name="m", model_version="2", request_id="r")
+    assert (message.model_name, message.model_version, message.id) == ("m", "2", "r")
+    assert [(o.name, o.datatype, list(o.shape)) for o in message.outputs] == [
+        ("A", "INT16", [1, 2]),
+        ("B", "BYTES", [2]),
+    ]
+    assert list(message.raw_output_contents) == [b"\x01\x00\xfe\xff", b"\x01\x00\x00\x00x\x00\x00\x00\x00"]
+    assert {key: codec.parameter_value(value) for key, value in message.parameters.items()} == {
+        "flag": True,
+        "n": 3,
+        "ratio": 0.25,
+        "text": "hi",
+    }
+
+
+def test_typed_int8_is_truncated_to_the_low_byte() -> None:
+    request = pb.ModelInferRequest(model_name="m")
+    request.inputs.add(name="X", datatype="INT8", shape=[3]).contents.int_contents.extend([1, -1, 257])
+    decoded = codec.decode_request(request, "m")
+    assert decoded.inputs[0].data.tolist() == [1, -1, 1]
+    assert decoded.inputs[0].data.flags.writeable
+
+
+def test_oversized_response_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(codec, "MAX_MESSAGE_BYTES", 64)
+    response = InferenceResponse(outputs=[Tensor("A", "UINT8", np.zeros(100, dtype=np.uint8))])
+    with pytest.raises(NaiadError) as caught:
+        codec.encode_response(response, model_name="m", model_version="1", request_id="")
+    assert caught.value.code is ErrorCode.INVALID_ARG
+    assert "more than gRPC's limit of 64 bytes" in caught.value.message
