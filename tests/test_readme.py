@@ -33,19 +33,29 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
 
 
 def test_readme_curl_requests(example_server: ServerProcess) -> None:
-    commands = re.findall(r"curl -s localhost:8000(\S+) -d\s*'([^']*)'", README)
-    assert len(commands) >= 2
+    commands = re.findall(r"curl -sN? localhost:8000(\S+) -d\s*'([^']*)'", README)
+    assert len(commands) >= 3
     for path, body in commands:
         request = urllib.request.Request(f"http://{example_server.http_url}{path}", data=body.encode(), method="POST")
         with urllib.request.urlopen(request, timeout=30) as response:
             assert response.status == 200
-            assert json.loads(response.read())["outputs"]
+            body = response.read()
+            if path.endswith("generate_stream"):
+                events = [json.loads(line[len(b"data: ") :]) for line in body.splitlines() if line]
+                assert [event["text_output"] for event in events] == ["the", "quick", "brown", "fox"]
+            else:
+                assert json.loads(body)["outputs"]
 
 
-def test_readme_tritonclient_snippet(example_server: ServerProcess) -> None:
-    snippet = next(body for language, body in BLOCKS if language == "python" and "tritonclient" in body)
-    code = snippet.replace('"localhost:8000"', f'"{example_server.http_url}"')
+def _run_snippet(snippet: str, server: ServerProcess) -> str:
+    code = snippet.replace('"localhost:8000"', f'"{server.http_url}"').replace('"localhost:8001"', f'"{server.grpc_url}"')
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "README.md", "exec"), {})
-    assert printed.getvalue().strip() == "[11. 12. 13. 14.] [-9. -8. -7. -6.]"
+    return printed.getvalue()
+
+
+def test_readme_tritonclient_snippets(example_server: ServerProcess) -> None:
+    snippets = [body for language, body in BLOCKS if language == "python" and "tritonclient" in body]
+    assert _run_snippet(snippets[0], example_server).strip() == "[11. 12. 13. 14.] [-9. -8. -7. -6.]"
+    assert _run_snippet(snippets[1], example_server).split() == ["the", "quick", "brown", "fox"]
