@@ -196,14 +196,24 @@ class BatchFormer:
             return self._take(candidates, reason)
         return None
 
+    @property
+    def has_timeouts(self) -> bool:
+        """Whether any queue policy can time a request out."""
+        policies = [self.rules.default_policy, *self.rules.level_policies.values()]
+        return any(policy.default_timeout_us or policy.allow_timeout_override for policy in policies)
+
+    def next_deadline_ns(self) -> int | None:
+        """When the earliest queue timeout falls due (None if no request can time out)."""
+        return min((item.deadline_ns for _, item in self._ordered() if item.deadline_ns is not None), default=None)
+
     def next_wakeup_ns(self) -> int | None:
         """When the answer of :meth:`next_batch` or :meth:`expire` may change on its own."""
-        times = [item.deadline_ns for _, item in self._ordered() if item.deadline_ns is not None]
+        times = [self.next_deadline_ns()]
         candidates, _ = self._candidates()
         if candidates:
             oldest = min(item.enqueued_ns for _, item in candidates)
             times.append(oldest + self.rules.max_queue_delay_us * _NS_PER_US)
-        return min(times, default=None)
+        return min((time for time in times if time is not None), default=None)
 
     def _candidates(self) -> tuple[list[tuple[deque[Queued], Queued]], CloseReason | None]:
         """Requests from the head that fit one batch, and what stopped the batch from growing.

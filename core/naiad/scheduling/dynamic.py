@@ -81,7 +81,8 @@ class DynamicScheduler(Scheduler):
         self._accepting = True
         for instance_name, instance in self._instances:
             self._spawn(f"naiad-{instance_name}", self._work, instance, instance_name)
-        self._spawn(f"naiad-{self._name}-queue", self._keep_queue)
+        if self._former.has_timeouts:
+            self._spawn(f"naiad-{self._name}-timeouts", self._apply_timeouts)
 
     def _spawn(self, name: str, target: Callable[..., None], *args: object) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -132,18 +133,20 @@ class DynamicScheduler(Scheduler):
                     return None
                 self._condition.wait(self._wait_seconds())
 
-    def _keep_queue(self) -> None:
+    def _apply_timeouts(self) -> None:
         """Apply queue timeouts on time, even while every instance is busy."""
         with self._condition:
             while not self._stopping:
                 self._answer_removed()
-                self._condition.wait(self._wait_seconds())
+                self._condition.wait(self._seconds_until(self._former.next_deadline_ns()))
 
     def _wait_seconds(self) -> float | None:
-        wakeup = self._former.next_wakeup_ns()
-        if wakeup is None:
+        return self._seconds_until(self._former.next_wakeup_ns())
+
+    def _seconds_until(self, moment_ns: int | None) -> float | None:
+        if moment_ns is None:
             return None
-        return max(wakeup - self._clock(), 0) / 1e9
+        return max(moment_ns - self._clock(), 0) / 1e9
 
     def _answer_removed(self) -> None:
         for request in self._former.expire():
