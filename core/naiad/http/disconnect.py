@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any, TypeVar
-
-from starlette.requests import Request
 
 from naiad.errors import ErrorCode, NaiadError
 
 T = TypeVar("T")
 
 
-async def until_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> T:
+async def until_disconnected(
+    receive: Callable[[], Awaitable[MutableMapping[str, Any]]], work: Coroutine[Any, Any, T]
+) -> T:
     """Await ``work``, cancelling it if the client disconnects first.
 
     Call this only after the body was read: the ASGI server then answers ``receive()``
@@ -25,7 +25,7 @@ async def until_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> 
     gone = asyncio.Event()
 
     async def watch() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
+        while (await receive())["type"] != "http.disconnect":
             pass
         gone.set()
         handler.cancel()

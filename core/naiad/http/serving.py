@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import uvicorn
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
-from starlette.applications import Starlette
+
+from naiad.http.infer import ASGIApp
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class _EmbeddedUvicorn(uvicorn.Server):
 class HttpFrontend:
     """One HTTP listener serving the app with the chosen server implementation."""
 
-    def __init__(self, app: Starlette, sock: socket.socket, implementation: str) -> None:
+    def __init__(self, app: ASGIApp, sock: socket.socket, implementation: str) -> None:
         if implementation not in HTTP_SERVERS:
             raise ValueError(f"unknown --http-server '{implementation}'; choose one of {', '.join(HTTP_SERVERS)}")
         self._app = app
