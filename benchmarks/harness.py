@@ -91,7 +91,7 @@ def triton_server() -> tuple[Path, dict[str, str], list[str]]:
         **os.environ,
         "PATH": f"{TRITON_VENV / 'bin'}:{os.environ['PATH']}",
         "LD_LIBRARY_PATH": ":".join(
-            filter(None, [libdir, (TRITON_DIST / "LIBS_PATH").read_text(), os.environ.get("LD_LIBRARY_PATH")])
+            filter(None, [libdir, (TRITON_DIST / "LIBS_PATH").read_text().strip(), os.environ.get("LD_LIBRARY_PATH")])
         ),
     }
     flags = [
