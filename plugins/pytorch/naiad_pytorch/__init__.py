@@ -1,0 +1,43 @@
+"""naiad's ``pytorch`` backend: serves TorchScript models (``model.pt``) like Triton's PyTorch backend.
+
+The two hook implementations below are all naiad sees of this package; torch is imported by the
+submodules on first use:
+
+* :mod:`naiad_pytorch.backend_model` checks the file and parameters (:mod:`~naiad_pytorch.parameters`,
+  :mod:`~naiad_pytorch.settings`) and auto-completes the config (:mod:`~naiad_pytorch.autocomplete`);
+* :mod:`naiad_pytorch.instance` loads a module per instance (:mod:`~naiad_pytorch.torchscript`),
+  binds config tensors to ``forward`` (:mod:`~naiad_pytorch.binding`) and runs it
+  (:mod:`~naiad_pytorch.execution`, :mod:`~naiad_pytorch.convert`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from naiad.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "naiad_create_instance", "naiad_load_model"]
+
+
+@hookimpl
+def naiad_load_model(context: ModelLoadContext) -> BackendModel:
+    """Check ``<version>/model.pt`` and the parameters; complete the config when auto-complete is on."""
+    from naiad_pytorch.backend_model import load_model
+
+    return load_model(context)
+
+
+@hookimpl
+def naiad_create_instance(model: BackendModel, context: InstanceContext) -> ModelInstance | None:
+    """Load the instance's own TorchScript module on its device (KIND_CPU, KIND_GPU or KIND_MODEL)."""
+    from naiad_pytorch.backend_model import PytorchModel
+    from naiad_pytorch.instance import PytorchInstance
+
+    if not isinstance(model, PytorchModel):
+        return None
+    return PytorchInstance(model, context)

@@ -1,0 +1,85 @@
+"""The ``parameters`` of Triton's PyTorch backend, parsed from the model config (no torch import).
+
+Names, defaults and value syntax follow Triton's ``pytorch_backend``: booleans accept
+``true``/``false``, ``on``/``off``, ``1``/``0`` (any case); thread counts are integers and
+take effect only when positive. Unknown parameters are ignored, as in Triton.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from naiad.errors import invalid_arg
+from naiad.protocol.model_config_pb2 import ModelParameter
+
+_TRUE = frozenset({"true", "on", "1"})
+_FALSE = frozenset({"false", "off", "0"})
+
+# Triton parameters that no longer have an effect with the PyTorch versions naiad supports.
+OBSOLETE = {
+    "ENABLE_NVFUSER": "NvFuser was removed from TorchScript (PyTorch 2.2); the default fuser is used",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TorchParameters:
+    """What a model's ``parameters`` ask of the backend; ``None`` means "leave torch's setting alone"."""
+
+    optimized_execution: bool = True  # DISABLE_OPTIMIZED_EXECUTION
+    inference_mode: bool = True  # INFERENCE_MODE (Triton's default is true since 23.x)
+    cudnn: bool = True  # DISABLE_CUDNN
+    cache_cleaning: bool = False  # ENABLE_CACHE_CLEANING
+    weight_sharing: bool = False  # ENABLE_WEIGHT_SHARING
+    tensor_fuser: bool | None = None  # ENABLE_TENSOR_FUSER
+    jit_profiling: bool | None = None  # ENABLE_JIT_PROFILING
+    jit_executor: bool | None = None  # ENABLE_JIT_EXECUTOR
+    intra_op_threads: int | None = None  # INTRA_OP_THREAD_COUNT
+    inter_op_threads: int | None = None  # INTER_OP_THREAD_COUNT
+
+
+def parse_parameters(model_name: str, parameters: Mapping[str, ModelParameter]) -> TorchParameters:
+    """Read the PyTorch backend parameters; INVALID_ARG naming the parameter for a bad value."""
+    values = {key: parameter.string_value for key, parameter in parameters.items()}
+
+    def flag(key: str) -> bool | None:
+        if key not in values:
+            return None
+        text = values[key].strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise invalid_arg(
+            f"model '{model_name}': parameter '{key}': failed to convert '{values[key]}' to boolean"
+            " (use true/false, on/off or 1/0)"
+        )
+
+    def count(key: str) -> int | None:
+        if key not in values:
+            return None
+        try:
+            number = int(values[key].strip())
+        except ValueError:
+            raise invalid_arg(
+                f"model '{model_name}': parameter '{key}': failed to convert '{values[key]}' to integral number"
+            ) from None
+        return number if number > 0 else None
+
+    def default(value: bool | None, fallback: bool) -> bool:
+        return fallback if value is None else value
+
+    disable_optimized = flag("DISABLE_OPTIMIZED_EXECUTION")
+    disable_cudnn = flag("DISABLE_CUDNN")
+    return TorchParameters(
+        optimized_execution=not default(disable_optimized, False),
+        inference_mode=default(flag("INFERENCE_MODE"), True),
+        cudnn=not default(disable_cudnn, False),
+        cache_cleaning=default(flag("ENABLE_CACHE_CLEANING"), False),
+        weight_sharing=default(flag("ENABLE_WEIGHT_SHARING"), False),
+        tensor_fuser=flag("ENABLE_TENSOR_FUSER"),
+        jit_profiling=flag("ENABLE_JIT_PROFILING"),
+        jit_executor=flag("ENABLE_JIT_EXECUTOR"),
+        intra_op_threads=count("INTRA_OP_THREAD_COUNT"),
+        inter_op_threads=count("INTER_OP_THREAD_COUNT"),
+    )

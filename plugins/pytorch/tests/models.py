@@ -1,0 +1,128 @@
+"""Tiny TorchScript models for the tests, and helpers to write them into model repositories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import torch
+
+from naiad.testing import ModelRepositoryBuilder
+
+# TorchScript is what this backend serves; torch >= 2.9 marks torch.jit.* deprecated. Every test
+# module applies this mark so the suite also passes under the repository root's pytest config.
+TORCHSCRIPT_DEPRECATION = pytest.mark.filterwarnings(
+    "ignore:`torch\\.jit\\.(script|trace|trace_method|save|load)` is deprecated:DeprecationWarning"
+)
+
+
+class AddSub(torch.nn.Module):
+    def forward(self, INPUT__0: torch.Tensor, INPUT__1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return INPUT__0 + INPUT__1, INPUT__0 - INPUT__1
+
+
+class NamedArgs(torch.nn.Module):
+    """``x * scale + 1``; the config lists ``scale`` before ``x`` to prove names, not order, bind."""
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return x * scale + 1
+
+
+class Stats(torch.nn.Module):
+    """A tuple of three outputs of different datatypes, per batch row."""
+
+    def forward(self, data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return data * 2, data.sum(1, keepdim=True), data.argmax(1, keepdim=True)
+
+
+class DictOut(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"double": x * 2, "total": x.sum(1, keepdim=True)}
+
+
+class DictIn(torch.nn.Module):
+    def forward(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return inputs["a"] - inputs["b"]
+
+
+class Int64Affine(torch.nn.Module):
+    def forward(self, INPUT__0: torch.Tensor) -> torch.Tensor:
+        return INPUT__0 * 3 + 1
+
+
+class Upper(torch.nn.Module):
+    def forward(self, words: list[str]) -> list[str]:
+        return [word.upper() for word in words]
+
+
+class BatchSize(torch.nn.Module):
+    """Doubles its input and reports the batch size each execution saw."""
+
+    def forward(self, INPUT__0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = torch.full((INPUT__0.shape[0], 1), INPUT__0.shape[0], dtype=torch.int64)
+        return INPUT__0 * 2, rows
+
+
+class Linear(torch.nn.Module):
+    """A seeded linear layer, saved with ``torch.jit.trace``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.layer(x))
+
+
+def scripted(module: torch.nn.Module) -> torch.jit.ScriptModule:
+    return torch.jit.script(module.eval())
+
+
+def traced(module: torch.nn.Module, *example: torch.Tensor) -> torch.jit.ScriptModule:
+    return torch.jit.trace(module.eval(), example)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def save(module: torch.jit.ScriptModule, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.jit.save(module, str(path))
+    return path
+
+
+def add_torch_model(
+    repository: ModelRepositoryBuilder,
+    name: str,
+    module: torch.jit.ScriptModule,
+    config: str | None,
+    *,
+    filename: str = "model.pt",
+) -> Path:
+    """``<repo>/<name>/config.pbtxt`` (unless None) and ``<repo>/<name>/1/<filename>``."""
+    model_dir = repository.add_model(name, config)
+    return save(module, model_dir / "1" / filename)
+
+
+def reference(model_file: Path, *args: Any, **kwargs: Any) -> Any:
+    """The model's own in-process result for numpy (or list) arguments."""
+    module = torch.jit.load(str(model_file))  # type: ignore[no-untyped-call]
+    converted = [torch.from_numpy(arg) if isinstance(arg, np.ndarray) else arg for arg in args]
+    converted_kwargs = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+    with torch.no_grad():
+        return _numpy(module(*converted, **converted_kwargs))
+
+
+def _numpy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.numpy()
+    if isinstance(value, tuple | list) and value and isinstance(value[0], torch.Tensor):
+        return type(value)(_numpy(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _numpy(item) for key, item in value.items()}
+    return value
+
+
+def fp32(*shape: int, seed: int = 0) -> npt.NDArray[np.float32]:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
