@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,30 +102,30 @@ class ResponseSender:
 
 
 class ResponseStream:
-    """The event-loop side of a sender: an async iterator of the events a request produced."""
+    """The event-loop side of a sender: the events a request produced, awaited in order."""
 
-    __slots__ = ("_loop", "_queue", "sender")
+    __slots__ = ("_events", "_loop", "_waiter", "sender")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: asyncio.Queue[ResponseEvent] = asyncio.Queue()
+        self._events: deque[ResponseEvent] = deque()
+        self._waiter: asyncio.Future[None] | None = None
         self.sender = ResponseSender(self._deliver)
 
     def _deliver(self, event: ResponseEvent) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+        self._loop.call_soon_threadsafe(self._arrive, event)
+
+    def _arrive(self, event: ResponseEvent) -> None:
+        self._events.append(event)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def next_event(self) -> ResponseEvent:
         """Wait for the next event from the backend."""
-        return await self._queue.get()
-
-    async def responses(self) -> Any:
-        """Yield each response until the final flag (flag-only finals yield nothing)."""
-        while True:
-            event = await self._queue.get()
-            if event.response is not None:
-                yield event.response
-            if event.final:
-                return
+        while not self._events:
+            self._waiter = self._loop.create_future()
+            await self._waiter
+        return self._events.popleft()
 
 
 @dataclass(slots=True, eq=False)
@@ -149,17 +150,17 @@ class InferenceRequest:
     timeout_us: int = 0
     batch_size: int = 1
     arrival_ns: int = field(default_factory=time.monotonic_ns)
-    _cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: bool = False  # one writer (the event loop), readers on any thread
 
     def __post_init__(self) -> None:
         self.sender.request = self
 
     def cancel(self) -> None:
         """Mark the request cancelled; schedulers drop it, running backends may notice."""
-        self._cancelled.set()
+        self.cancelled = True
 
     def is_cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        return self.cancelled
 
 
 def error_response(error: NaiadError) -> InferenceResponse:
