@@ -14,6 +14,7 @@ from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
 from naiad.http.serving import HTTP_SERVERS
 from naiad.logs import configure_logging
+from naiad.scheduling.rate_limiter import parse_resource
 from naiad.server import Server, ServerOptions, StartupError
 
 logger = logging.getLogger("naiad")
@@ -44,6 +45,13 @@ def _backend_setting(value: str) -> tuple[str, str, str]:
     if not backend or not key or not equals:
         raise argparse.ArgumentTypeError(f"expected <backend>,<key>=<value>, got '{value}'")
     return backend, key, setting_value
+
+
+def _resource(value: str) -> tuple[tuple[str, int], int]:
+    try:
+        return parse_resource(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--exit-timeout-secs", type=float, default=30.0, help="how long shutdown waits for in-flight requests"
+    )
+    serve.add_argument(
+        "--rate-limit",
+        choices=("off", "execution_count"),
+        default="off",
+        help="execution_count: instances run only while the rate_limiter resources they declare are free",
+    )
+    serve.add_argument(
+        "--rate-limit-resource",
+        type=_resource,
+        action="append",
+        default=[],
+        metavar="NAME:COUNT[:DEVICE]",
+        help="total of a rate-limiter resource (default: the most any one instance asks for)",
     )
     serve.add_argument("--model-control-mode", choices=("none",), default="none")
     serve.add_argument(
@@ -174,6 +196,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
         exit_timeout_secs=args.exit_timeout_secs,
+        rate_limit=args.rate_limit,
+        rate_limit_resources=dict(args.rate_limit_resource),
         backend_config=backend_config,
     )
 

@@ -12,8 +12,9 @@ from naiad.backend import InstanceContext, ModelInstance, ModelLoadContext
 from naiad.errors import ErrorCode, NaiadError
 from naiad.models import ModelSignature, ModelState, ModelVersion
 from naiad.plugins import BackendRegistry
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
+from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup, ModelRateLimiter
 from naiad.scheduling import build_scheduler
+from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimitedInstance, RateLimiter, ResourceNeeds
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class LoadOptions:
     auto_complete: bool = True
     gpu_count: int = 0
     backend_config: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    rate_limiter: RateLimiter | None = None
 
 
 def load_version(
@@ -97,6 +99,9 @@ def _load_into(
                 config_json=loaded.config_json,
             )
             instance: ModelInstance = backend.create_instance(loaded.backend_model, instance_context)
+            if options.rate_limiter is not None and group.HasField("rate_limiter"):
+                needs = _resource_needs(group.rate_limiter, device)
+                instance = RateLimitedInstance(instance, options.rate_limiter, needs, config.name)
             loaded.instances.append((instance_name, instance))
     if not loaded.instances:
         raise NaiadError(
@@ -105,6 +110,14 @@ def _load_into(
         )
     loaded.scheduler = build_scheduler(config, loaded.instances, decoupled=loaded.signature.decoupled)
     loaded.scheduler.start()
+
+
+def _resource_needs(limits: ModelRateLimiter, device: int) -> ResourceNeeds:
+    amounts = {
+        (resource.name, GLOBAL_DEVICE if getattr(resource, "global") else device): resource.count
+        for resource in limits.resources
+    }
+    return ResourceNeeds(amounts, limits.priority or 1)
 
 
 def release_version(loaded: ModelVersion) -> None:

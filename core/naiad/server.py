@@ -17,6 +17,7 @@ from naiad.http.serving import HttpFrontend, bind_socket
 from naiad.lifecycle import ModelLifecycle
 from naiad.loading import LoadOptions
 from naiad.plugins import BackendRegistry
+from naiad.scheduling.rate_limiter import RateLimiter
 from naiad.server_info import ServerInfo
 from naiad.startup_table import model_table
 
@@ -47,6 +48,8 @@ class ServerOptions:
     strict_readiness: bool = True
     exit_on_error: bool = False
     exit_timeout_secs: float = 30.0
+    rate_limit: str = "off"
+    rate_limit_resources: dict[tuple[str, int], int] = field(default_factory=dict)
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
@@ -63,6 +66,9 @@ class Server:
                 auto_complete=options.auto_complete,
                 gpu_count=gpu_count(),
                 backend_config=options.backend_config,
+                rate_limiter=(
+                    RateLimiter(options.rate_limit_resources) if options.rate_limit == "execution_count" else None
+                ),
             ),
         )
         self.dataplane = DataPlane(self.lifecycle, __version__, strict_readiness=options.strict_readiness)
