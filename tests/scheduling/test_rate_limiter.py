@@ -31,7 +31,7 @@ def test_resources_default_to_the_largest_need_and_exclude_each_other() -> None:
 
 def test_explicit_totals_refuse_instances_that_could_never_run() -> None:
     limiter = RateLimiter({("R", GLOBAL_DEVICE): 1})
-    with pytest.raises(ValueError, match="needs 2 of rate-limiter resource 'R' .* --rate-limit-resource=R:2"):
+    with pytest.raises(ValueError, match=r"needs 2 of rate-limiter resource 'R' .* --rate-limit-resource=R:2"):
         limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 2}), "greedy")
 
 
