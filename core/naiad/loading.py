@@ -108,7 +108,9 @@ def _load_into(
             f"model '{config.name}' has no instances to run: every instance_group has count 0",
             ErrorCode.INVALID_ARG,
         )
-    loaded.scheduler = build_scheduler(config, loaded.instances, decoupled=loaded.signature.decoupled)
+    loaded.scheduler = build_scheduler(
+        config, loaded.instances, decoupled=loaded.signature.decoupled, model_dir=model_dir
+    )
     loaded.scheduler.start()
 
 

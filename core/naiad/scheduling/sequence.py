@@ -1,0 +1,299 @@
+"""Triton's sequence batcher for stateful models (``sequence_batching`` in config.pbtxt).
+
+Requests carry a correlation id and START/END flags. Each sequence is pinned to one batch
+slot of one instance for its lifetime; the ``direct`` strategy batches one request per
+slot (padding idle slots), ``oldest`` dynamically batches the oldest ready sequences. The
+scheduler adds the configured control tensors and implicit state to every request, so
+backends see them as ordinary inputs. Decisions live in :mod:`sequence_table` and
+:mod:`sequence_slots` (clock injected, no threads); this module owns the threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from naiad.backend import ModelInstance
+from naiad.errors import ErrorCode, NaiadError
+from naiad.inference import InferenceRequest, InferenceResponse, ResponseEvent, ResponseSender, Tensor
+from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.scheduling.base import Scheduler
+from naiad.scheduling.batch_former import Batch, BatchingRules, Clock
+from naiad.scheduling.execution import execute_batch
+from naiad.scheduling.ordering import OrderedRelease
+from naiad.scheduling.sequence_controls import SequenceControls, controls_from_config
+from naiad.scheduling.sequence_slots import DirectSlots, OldestSlots, SlotBatch
+from naiad.scheduling.sequence_state import ImplicitState, states_from_config
+from naiad.scheduling.sequence_table import Entry, SequenceTable, SlotKey, backlog_timeout_error
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_IDLE_US = 1_000_000
+
+
+class SequenceScheduler(Scheduler):
+    """Worker threads, one per instance, plus a keeper thread that ends idle sequences."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        instances: Sequence[tuple[str, ModelInstance]],
+        *,
+        decoupled: bool,
+        model_dir: Path | None = None,
+        clock: Clock = time.monotonic_ns,
+    ) -> None:
+        batching = config.sequence_batching
+        self._name = config.name
+        self._instances = list(instances)
+        self._decoupled = decoupled
+        self._clock = clock
+        self._controls: SequenceControls = controls_from_config(config)
+        self._state = ImplicitState(states_from_config(config, model_dir))
+        self._oldest = batching.HasField("oldest")
+        slots = max(config.max_batch_size, 1)
+        if self._oldest and batching.oldest.max_candidate_sequences > 0:
+            slots = batching.oldest.max_candidate_sequences
+        idle_us = batching.max_sequence_idle_microseconds or DEFAULT_IDLE_US
+        self._table = SequenceTable(config.name, len(self._instances), slots, idle_us, clock)
+        ragged = frozenset(tensor.name for tensor in config.input if tensor.allow_ragged_batch)
+        self._ordering = OrderedRelease() if self._oldest and batching.oldest.preserve_ordering else None
+        self._batchers: list[DirectSlots | OldestSlots]
+        if self._oldest:
+            rules = BatchingRules(
+                max_batch_size=config.max_batch_size,
+                preferred_batch_sizes=tuple(batching.oldest.preferred_batch_size),
+                max_queue_delay_us=batching.oldest.max_queue_delay_microseconds,
+                ragged_inputs=ragged,
+            )
+            self._batchers = [
+                OldestSlots(index, slots, self._table, clock, rules, self._prepare)
+                for index in range(len(self._instances))
+            ]
+        else:
+            self._batchers = [
+                DirectSlots(
+                    index,
+                    slots,
+                    self._table,
+                    clock,
+                    max_batch_size=config.max_batch_size,
+                    max_queue_delay_us=batching.direct.max_queue_delay_microseconds,
+                    minimum_slot_utilization=batching.direct.minimum_slot_utilization,
+                    ragged_inputs=ragged,
+                )
+                for index in range(len(self._instances))
+            ]
+        lock = threading.Lock()
+        self._condition = threading.Condition(lock)  # workers: new work or a slot freed
+        self._keeper = threading.Condition(lock)  # keeper: a timer may now be due sooner
+        self._keeper_wakeup: int | None = None  # what the keeper sleeps until (None: no timer)
+        self._threads: list[threading.Thread] = []
+        self._accepting = False
+        self._stopping = False
+        self.batch_sizes: Counter[int] = Counter()  # executed batches by row count (padding included)
+
+    # -- Scheduler -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._accepting = True
+        for index, (instance_name, instance) in enumerate(self._instances):
+            self._spawn(f"naiad-{instance_name}", self._work, index, instance_name, instance)
+        self._spawn(f"naiad-{self._name}-sequences", self._keep)
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def submit(self, request: InferenceRequest) -> None:
+        with self._condition:
+            if not self._accepting:
+                raise NaiadError(
+                    f"model '{self._name}' is unloading and accepts no new requests", ErrorCode.UNAVAILABLE
+                )
+            self._table.check(request)
+            self._controls.check_id(request.correlation_id)
+            placed = self._table.admit(request)
+            if placed is None:
+                logger.debug("model '%s': sequence %s waits in the backlog", self._name, request.correlation_id)
+            else:
+                slot, entry = placed
+                logger.debug(
+                    "model '%s': sequence %s queued on %s slot %d",
+                    self._name,
+                    request.correlation_id,
+                    self._instances[slot.instance][0],
+                    slot.slot,
+                )
+                self._batchers[slot.instance].enqueue(slot.slot, request.correlation_id, entry)
+            self._condition.notify_all()
+            # Idle deadlines only move later as requests arrive; wake the keeper only for a first
+            # timer or a request timeout (backlog expiry), which may be due sooner.
+            if self._keeper_wakeup is None or request.timeout_us:
+                self._keeper.notify()
+
+    def stop(self) -> None:
+        with self._condition:
+            self._accepting = False
+            self._stopping = True
+            self._condition.notify_all()
+            self._keeper.notify()
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
+        leftover = [entry.request for backlog in self._table.backlogs for entry in backlog.entries]
+        self._table.backlogs.clear()
+        for request in leftover:
+            if request is not None:
+                _answer(request, NaiadError(f"model '{self._name}' stopped", ErrorCode.UNAVAILABLE))
+
+    # -- threads ---------------------------------------------------------------------------------
+
+    def _work(self, index: int, instance_name: str, instance: ModelInstance) -> None:
+        batcher = self._batchers[index]
+        while True:
+            with self._condition:
+                batch = self._next_batch(batcher)
+                if batch is None:
+                    return
+                requests = self._materialize(batch)
+                self._record(batch, requests, instance_name, batcher)
+            execute_batch(instance, requests, decoupled=self._decoupled)
+            with self._condition:
+                if isinstance(batcher, OldestSlots):
+                    for request in requests:
+                        batcher.complete(request)
+                self._condition.notify_all()
+
+    def _next_batch(self, batcher: DirectSlots | OldestSlots) -> SlotBatch | Batch | None:
+        while True:
+            batch = batcher.next_batch(flush=self._stopping)
+            for request in batcher.take_cancelled():
+                _answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))
+            if batch is not None:
+                return batch
+            if self._stopping and batcher.idle():
+                return None
+            self._condition.wait(self._wait_seconds(batcher.next_wakeup_ns()))
+
+    def _keep(self) -> None:
+        """End idle sequences and time out backlogged ones, on time."""
+        with self._condition:
+            while not self._stopping:
+                for correlation_id, slot in self._table.reap():
+                    logger.debug(
+                        "model '%s': sequence %s idle for too long; freeing %s slot %d",
+                        self._name,
+                        correlation_id,
+                        self._instances[slot.instance][0],
+                        slot.slot,
+                    )
+                    self._batchers[slot.instance].enqueue(slot.slot, correlation_id, Entry(None, self._clock()))
+                    self._condition.notify_all()
+                for request in self._table.expire_backlogs():
+                    _answer(request, backlog_timeout_error())
+                self._keeper_wakeup = self._table.next_wakeup_ns()
+                self._keeper.wait(self._wait_seconds(self._keeper_wakeup))
+
+    def _wait_seconds(self, wakeup: int | None) -> float | None:
+        if wakeup is None:
+            return None
+        return max(wakeup - self._clock(), 0) / 1e9
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def _prepare(self, slot: SlotKey, request: InferenceRequest) -> None:
+        """Add control tensors and implicit state to a request about to be batched."""
+        if self._ordering is not None:
+            self._ordering.register(request.sender)
+        generated = self._controls.tensors(request.flags, request.correlation_id)
+        if self._state:
+            generated = self._state.inputs_for(slot, request) + generated
+        request.inputs = _with_inputs(generated, request.inputs)
+
+    def _materialize(self, batch: SlotBatch | Batch) -> list[InferenceRequest]:
+        """The requests to execute; for a direct batch, padding slots become null requests."""
+        if isinstance(batch, Batch):
+            return batch.requests
+        padding = [self._null_request(batch.template) for _, request in batch.entries if request is None]
+        requests: list[InferenceRequest] = []
+        for slot, request in batch.entries:
+            if request is None:
+                requests.append(padding.pop())
+            else:
+                self._prepare(SlotKey(batch.instance, slot), request)
+                requests.append(request)
+        return requests
+
+    def _null_request(self, template: InferenceRequest) -> InferenceRequest:
+        """A padding request shaped like ``template``: zero inputs, READY false, answers dropped."""
+        zeros = {name: _zeros_like(tensor) for name, tensor in template.inputs.items()}
+        generated = self._controls.tensors(0, 0, ready=False)
+        if self._state:
+            generated = self._state.null_inputs() + generated
+        return InferenceRequest(
+            model_name=template.model_name,
+            model_version=template.model_version,
+            inputs=_with_inputs(generated, zeros),
+            requested_outputs=[],
+            sender=ResponseSender(_discard),
+        )
+
+    def _record(
+        self,
+        batch: SlotBatch | Batch,
+        requests: list[InferenceRequest],
+        instance_name: str,
+        batcher: DirectSlots | OldestSlots,
+    ) -> None:
+        rows = sum(request.batch_size for request in requests)
+        self.batch_sizes[rows] += 1
+        padding = 0
+        slots: list[int] = []
+        if isinstance(batch, SlotBatch):
+            slots = [slot for slot, _ in batch.entries]
+            padding = sum(1 for _, request in batch.entries if request is None)
+        elif isinstance(batcher, OldestSlots):
+            slots = sorted(batcher.slot_of(request) for request in requests)
+        logger.debug(
+            "model '%s': executing a sequence batch of %d rows (%d requests, %d padding) on %s, slots %s: %s",
+            self._name,
+            rows,
+            len(requests) - padding,
+            padding,
+            instance_name,
+            slots,
+            batch.reason.value,
+        )
+
+
+def _with_inputs(generated: list[Tensor], inputs: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Generated tensors first (as Triton's python backend lists them), overriding same-named inputs."""
+    merged = {tensor.name: tensor for tensor in generated}
+    for name, tensor in inputs.items():
+        merged.setdefault(name, tensor)
+    return merged
+
+
+def _zeros_like(tensor: Tensor) -> Tensor:
+    if tensor.datatype == "BYTES":
+        return Tensor(tensor.name, tensor.datatype, np.full(tensor.data.shape, b"", dtype=np.object_))
+    return Tensor(tensor.name, tensor.datatype, np.zeros_like(tensor.data))
+
+
+def _discard(event: ResponseEvent) -> None:
+    """Where a padding request's responses go."""
+
+
+def _answer(request: InferenceRequest, error: NaiadError) -> None:
+    if not request.sender.closed:
+        with contextlib.suppress(NaiadError):  # closed concurrently
+            request.sender.send(InferenceResponse(error=error), final=True)
