@@ -1,0 +1,111 @@
+"""One model instance: an ONNX Runtime session behind naiad's :class:`TensorInstance`.
+
+``TensorInstance`` merges a batch of requests along the batch dimension and splits the outputs
+back; :meth:`OnnxInstance.run` only adapts arrays to what the session takes and returns:
+
+* inputs with a config ``reshape`` are reshaped to it, outputs with one back to their ``dims``
+  (variable dimensions carried over in order, as Triton does);
+* scalar model inputs get their ``[1]``-shaped data as a scalar; scalar model outputs come back
+  with the config's dims;
+* BYTES inputs (numpy ``bytes`` objects) are decoded to ``str``: ONNX Runtime's Python API only
+  takes UTF-8 strings. String outputs come back as ``str`` and are encoded by ``TensorInstance``.
+
+Sequence control and implicit-state inputs arrive as ordinary request inputs; state outputs are
+computed with the config's outputs, for the sequence batcher to capture.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from naiad.errors import invalid_arg
+from naiad.protocol.model_config_pb2 import DataType, ModelConfig
+from naiad.tensor_instance import Arrays, TensorInstance
+from naiad_onnxruntime.errors import ort_error
+from naiad_onnxruntime.tensors import ModelIO
+
+_STRING = DataType.Value("TYPE_STRING")
+
+
+class OnnxInstance(TensorInstance):
+    """Runs one ``onnxruntime.InferenceSession`` (its own, or its group's when shared)."""
+
+    def __init__(self, config: ModelConfig, io: ModelIO, session: Any, run_options: Any) -> None:
+        super().__init__(config)
+        self.session: Any = session
+        self.run_options = run_options
+        # Config outputs plus implicit-state outputs, which naiad's sequence batcher requests.
+        self.output_names = [output.name for output in config.output]
+        for state in config.sequence_batching.state:
+            if state.output_name not in self.output_names:
+                self.output_names.append(state.output_name)
+        self.string_inputs = {i.name for i in config.input if i.data_type == _STRING}
+        self._batch_dims = 1 if self.batching else 0  # leading dimensions a reshape leaves alone
+        self.input_shapes = {
+            i.name: (list(i.dims), list(i.reshape.shape)) for i in config.input if i.HasField("reshape")
+        }
+        self.output_shapes = {
+            o.name: (list(o.reshape.shape), list(o.dims)) for o in config.output if o.HasField("reshape")
+        }
+        self.scalar_inputs = {info.name for info in (*io.inputs, *io.initializers) if not info.dims}
+        self.scalar_outputs = {
+            o.name: list(o.dims) for o in config.output if (info := io.output(o.name)) and not info.dims
+        }
+
+    def run(self, inputs: Arrays) -> Mapping[str, npt.NDArray[Any]]:
+        feed: dict[str, npt.NDArray[Any]] = {}
+        for name, array in inputs.items():
+            if name in self.input_shapes:
+                array = reshape(array, *self.input_shapes[name], self._batch_dims)
+            if name in self.scalar_inputs:
+                array = array.reshape(())
+            if name in self.string_inputs:
+                array = self._strings(name, array)
+            feed[name] = array
+        try:
+            results = self.session.run(self.output_names, feed, self.run_options)
+        except Exception as error:
+            raise ort_error(error) from error
+        outputs: dict[str, npt.NDArray[Any]] = {}
+        for name, value in zip(self.output_names, results, strict=True):
+            array = np.asarray(value)
+            if name in self.scalar_outputs:
+                array = array.reshape(self.scalar_outputs[name])
+            elif name in self.output_shapes:
+                array = reshape(array, *self.output_shapes[name], self._batch_dims)
+            outputs[name] = array
+        return outputs
+
+    def _strings(self, name: str, array: npt.NDArray[Any]) -> npt.NDArray[np.object_]:
+        out = np.empty(array.shape, dtype=np.object_)
+        try:
+            for index, item in enumerate(array.flat):
+                out.flat[index] = item.decode("utf-8") if isinstance(item, bytes) else str(item)
+        except UnicodeDecodeError as error:
+            raise invalid_arg(
+                f"input '{name}' of model '{self.model_name}' holds an element that is not valid UTF-8 ({error});"
+                " ONNX Runtime's string tensors take UTF-8 text only"
+            ) from None
+        return out
+
+    def finalize(self) -> None:
+        self.session = None
+
+
+def reshape(array: npt.NDArray[Any], source: Sequence[int], target: Sequence[int], batch_dims: int) -> Any:
+    """Reshape ``array`` (shaped ``[batch] + source``) to ``[batch] + target``.
+
+    Variable (-1) dimensions of ``target`` take, in order, the sizes ``array`` has where
+    ``source`` is variable (Triton's rule for config reshapes).
+    """
+    shape = array.shape
+    variable = deque(shape[batch_dims + index] for index, dim in enumerate(source) if dim == -1)
+    new_shape = list(shape[:batch_dims])
+    for dim in target:
+        new_shape.append(variable.popleft() if dim == -1 and variable else dim)
+    return array.reshape(new_shape)
