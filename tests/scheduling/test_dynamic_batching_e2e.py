@@ -133,8 +133,9 @@ def test_preserve_ordering_holds_back_later_responses(start: Callable[..., Serve
     # The first request runs 0.8 s, the second 0.05 s on the other instance at the same time.
     for model in ("ordered", "unordered"):
         _in_threads([lambda m=model: timed(m, 0.8, f"{m}-slow"), lambda m=model: timed(m, 0.05, f"{m}-fast")], 0.1)
-    assert finished["ordered-fast"] >= finished["ordered-slow"]
-    assert finished["unordered-fast"] < finished["unordered-slow"]
+    # Ordered: the fast response waits for the slow one; unordered: it comes back long before.
+    assert finished["ordered-fast"] > finished["ordered-slow"] - 0.1
+    assert finished["unordered-fast"] < finished["unordered-slow"] - 0.4
 
 
 def test_higher_priority_requests_run_first_under_load(
