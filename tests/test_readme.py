@@ -48,7 +48,9 @@ def test_readme_curl_requests(example_server: ServerProcess) -> None:
 
 
 def _run_snippet(snippet: str, server: ServerProcess) -> str:
-    code = snippet.replace('"localhost:8000"', f'"{server.http_url}"').replace('"localhost:8001"', f'"{server.grpc_url}"')
+    code = snippet.replace('"localhost:8000"', f'"{server.http_url}"').replace(
+        '"localhost:8001"', f'"{server.grpc_url}"'
+    )
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "README.md", "exec"), {})
