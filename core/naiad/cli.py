@@ -13,7 +13,8 @@ from naiad import __version__
 from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
 from naiad.http.serving import HTTP_SERVERS
-from naiad.logs import configure_logging
+from naiad.logs import LOG_FORMATS, canonical_format, configure_logging
+from naiad.metrics import MetricsOptions, apply_metrics_config
 from naiad.scheduling.rate_limiter import parse_resource
 from naiad.server import Server, ServerOptions, StartupError
 
@@ -124,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-info", type=_bool, default=True, metavar="BOOL")
     serve.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL")
     serve.add_argument("--log-error", type=_bool, default=True, metavar="BOOL")
+    _add_observability_arguments(serve)
     return parser
 
 
@@ -150,6 +152,61 @@ def _add_grpc_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--grpc-max-connection-age-grace", type=_non_negative, default=None, metavar="MS")
     serve.add_argument("--grpc-keepalive-permit-without-calls", type=_bool, default=False, metavar="BOOL")
     serve.add_argument("--grpc-infer-response-compression-level", choices=tuple(COMPRESSION_LEVELS), default="none")
+
+
+# -- metrics, statistics and log flags (naiad.metrics, naiad.logs) -------------------------------------
+
+
+def _add_observability_arguments(serve: argparse.ArgumentParser) -> None:
+    """Triton's ``--metrics-*``, ``--allow-*-metrics`` and ``--log-format/--log-file`` flags."""
+    serve.add_argument("--metrics-address", default="", help="address of the metrics listener (default: HTTP's)")
+    serve.add_argument("--metrics-interval-ms", type=_positive, default=2000, metavar="MS")
+    serve.add_argument(
+        "--metrics-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="counter_latencies, histogram_latencies, summary_latencies, summary_quantiles, response_latencies",
+    )
+    serve.add_argument("--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument(
+        "--collect-statistics",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
+        help="false stops per-request statistics (statistics extension, per-model metrics); to measure their cost",
+    )
+    serve.add_argument("--log-format", type=_log_format, default="default", metavar="|".join(LOG_FORMATS))
+    serve.add_argument("--log-file", default="", metavar="PATH", help="log to this file instead of stderr")
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {number}")
+    return number
+
+
+def _log_format(value: str) -> str:
+    try:
+        return canonical_format(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _metrics_options(args: argparse.Namespace) -> MetricsOptions:
+    options = MetricsOptions(
+        allow_metrics=args.allow_metrics,
+        allow_cpu_metrics=args.allow_cpu_metrics,
+        allow_gpu_metrics=args.allow_gpu_metrics,
+        address=args.metrics_address,
+        interval_ms=args.metrics_interval_ms,
+    )
+    return apply_metrics_config(options, args.metrics_config)
+
+
+# -- end metrics, statistics and log flags -----------------------------------------------------------
 
 
 def _non_negative(value: str) -> int:
@@ -190,6 +247,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         allow_grpc=args.allow_grpc,
         grpc=_grpc_settings(args),
         metrics_port=args.metrics_port,
+        metrics=_metrics_options(args),
+        collect_statistics=args.collect_statistics,
         allow_http=args.allow_http,
         http_server=args.http_server,
         auto_complete=not (args.strict_model_config or args.disable_auto_complete_config),
@@ -211,9 +270,23 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    configure_logging(args.log_verbose, info=args.log_info, warning=args.log_warning, error=args.log_error)
-    options = options_from_args(args)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        logs = configure_logging(
+            args.log_verbose,
+            info=args.log_info,
+            warning=args.log_warning,
+            error=args.log_error,
+            log_format=args.log_format,
+            log_file=args.log_file,
+        )
+    except OSError as error:
+        parser.error(f"cannot open --log-file '{args.log_file}': {error.strerror}")
+    try:
+        options = options_from_args(args)
+    except ValueError as error:
+        parser.error(str(error))
     for repository in options.model_repositories:
         if not repository.is_dir():
             logger.error(
@@ -223,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:
-            runner.run(Server(options).run())
+            runner.run(Server(options, logs=logs).run())
     except (StartupError, OSError) as error:
         logger.error("naiad cannot start: %s", error)
         return 1

@@ -24,6 +24,7 @@ from naiad.inference import (
     Tensor,
 )
 from naiad.lifecycle import ModelLifecycle
+from naiad.logs import LogControl
 from naiad.models import ModelVersion
 from naiad.validation import validate_inputs, validate_outputs
 
@@ -57,10 +58,20 @@ class PreparedRequest:
 class DataPlane:
     """Health, metadata, config and inference for every frontend."""
 
-    def __init__(self, lifecycle: ModelLifecycle, version: str, *, strict_readiness: bool = True) -> None:
+    def __init__(
+        self,
+        lifecycle: ModelLifecycle,
+        version: str,
+        *,
+        strict_readiness: bool = True,
+        logs: LogControl | None = None,
+        statistics: bool = True,
+    ) -> None:
         self.lifecycle = lifecycle
         self.version = version
         self.strict_readiness = strict_readiness
+        self.logs = logs or LogControl()
+        self.statistics = statistics
         self.state = ServerState.STARTING
         self._in_flight = 0
         self._idle = asyncio.Event()
@@ -101,7 +112,8 @@ class DataPlane:
         return all(instance.is_ready() for _, instance in model.instances)
 
     def server_metadata(self) -> dict[str, Any]:
-        return {"name": SERVER_NAME, "version": self.version, "extensions": list(EXTENSIONS)}
+        extensions = [*EXTENSIONS, "statistics", "logging"] if self.statistics else [*EXTENSIONS, "logging"]
+        return {"name": SERVER_NAME, "version": self.version, "extensions": extensions}
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
         model = self.lifecycle.lookup(name, version)
@@ -145,11 +157,21 @@ class DataPlane:
         return PreparedRequest(model, request, stream)
 
     def submit(self, prepared: PreparedRequest) -> None:
-        """Queue a prepared request on its model's scheduler."""
-        scheduler = prepared.model.scheduler
+        """Queue a prepared request on its model's scheduler (and count it in the model's statistics)."""
+        model = prepared.model
+        scheduler = model.scheduler
         if scheduler is None:
-            raise unavailable(f"model '{prepared.model.name}' is not at ready state")
-        scheduler.submit(prepared.request)
+            raise unavailable(f"model '{model.name}' is not at ready state")
+        statistics = model.statistics
+        if statistics is None:
+            scheduler.submit(prepared.request)
+            return
+        tracker = statistics.track(prepared.request)
+        try:
+            scheduler.submit(prepared.request)
+        except Exception as error:
+            statistics.refused(tracker, error if isinstance(error, NaiadError) else NaiadError(str(error)))
+            raise
 
     async def stream(self, prepared: PreparedRequest) -> AsyncIterator[ResponseEvent]:
         """Queue a request of any model and yield its events until the final one.
@@ -194,6 +216,40 @@ class DataPlane:
         if event.response.error is not None:
             raise event.response.error
         return event.response
+
+    # -- statistics and logging extensions -----------------------------------------------------
+
+    def model_statistics(self, name: str = "", version: str = "") -> dict[str, Any]:
+        """The statistics extension's body: every READY version, or those of one model."""
+        if not self.statistics:
+            raise unsupported("statistics are not collected by this server (--collect-statistics=false)")
+        if not name:
+            versions = [
+                loaded
+                for record in sorted(self.lifecycle.records(), key=lambda record: record.name)
+                for _, loaded in sorted(record.versions.items())
+                if loaded.ready
+            ]
+        else:
+            try:
+                versions = self.lifecycle.ready_versions(name)
+            except NaiadError:
+                versions = []
+            if not versions:
+                raise invalid_arg(f"requested model '{name}' is not available")
+            if version:
+                versions = [loaded for loaded in versions if loaded.version == int(version)]
+                if not versions:
+                    raise invalid_arg(f"requested model version is not available for model '{name}'")
+        return {"model_stats": [loaded.statistics.snapshot().to_json() for loaded in versions if loaded.statistics]}
+
+    def log_settings(self) -> dict[str, Any]:
+        """The logging extension's settings object."""
+        return self.logs.to_json()
+
+    def update_log_settings(self, changes: Mapping[str, object]) -> dict[str, Any]:
+        """Change some log settings; returns them all (see :meth:`naiad.logs.LogControl.update`)."""
+        return self.logs.update(changes)
 
 
 def _apply_parameters(request: InferenceRequest, parameters: Mapping[str, ParameterValue]) -> None:

@@ -67,7 +67,7 @@ class ModelLifecycle:
         if source.duplicates:
             places = ", ".join(str(path) for path in (source.path, *source.duplicates))
             record.error = f"model '{source.name}' appears in several model repositories ({places}); keep one"
-            logger.error("%s", record.error)
+            logger.error("%s", record.error, extra={"model": source.name})
             return record
         try:
             config = model_config.read_model_config(source.path, model_name=source.name)
@@ -87,18 +87,24 @@ class ModelLifecycle:
             chosen, warnings = model_config.select_versions(config.version_policy, available)
         except NaiadError as error:
             record.error = error.message
-            logger.error("model '%s' cannot be loaded: %s", source.name, error.message)
+            logger.error("model '%s' cannot be loaded: %s", source.name, error.message, extra={"model": source.name})
             return record
         for warning in warnings:
-            logger.warning("model '%s': %s", source.name, warning)
+            logger.warning("model '%s': %s", source.name, warning, extra={"model": source.name})
         if not chosen:
             record.error = (
                 f"model '{source.name}' has no loadable version: no version folder matches its version policy"
             )
-            logger.error("%s (folders found: %s)", record.error, available or "none")
+            logger.error("%s (folders found: %s)", record.error, available or "none", extra={"model": source.name})
             return record
         for version in chosen:
-            logger.info("loading model '%s' version %d (backend '%s')", source.name, version, config.backend)
+            logger.info(
+                "loading model '%s' version %d (backend '%s')",
+                source.name,
+                version,
+                config.backend,
+                extra={"model": source.name, "version": version},
+            )
             self._notify(ModelVersion(source.name, version))
             loaded = load_version(self._registry, source.path, config, version, self._options)
             record.versions[version] = loaded
@@ -112,20 +118,49 @@ class ModelLifecycle:
                 model_name=loaded.name, version=loaded.version, state=loaded.state.value, reason=loaded.reason
             )
         except Exception:
-            logger.exception("a plugin failed in naiad_model_state_changed for model '%s'", loaded.name)
+            logger.exception(
+                "a plugin failed in naiad_model_state_changed for model '%s' version %d",
+                loaded.name,
+                loaded.version,
+                extra={"model": loaded.name, "version": loaded.version},
+            )
 
     def unload_all(self) -> None:
         """Stop every version, finishing the requests each has accepted."""
         with self._lock:
             versions = [v for record in self._records.values() for v in record.versions.values()]
         for loaded in versions:
-            if loaded.state is ModelState.READY:
-                loaded.state = ModelState.UNLOADING
-                self._notify(loaded)
-                release_version(loaded)
-                loaded.state = ModelState.UNAVAILABLE
-                loaded.reason = "unloaded"
-                self._notify(loaded)
+            self._unload_version(loaded)
+
+    def _unload_version(self, loaded: ModelVersion) -> None:
+        if loaded.state is ModelState.READY:
+            loaded.state = ModelState.UNLOADING
+            self._notify(loaded)
+            release_version(loaded)
+            loaded.state = ModelState.UNAVAILABLE
+            loaded.reason = "unloaded"
+            self._notify(loaded)
+
+    def unload_model(self, name: str) -> None:
+        """Unload every version of one model; it stays in the index as unloaded (no-op if unknown)."""
+        with self._lock:
+            record = self._records.get(name)
+            versions = list(record.versions.values()) if record is not None else []
+        for loaded in versions:
+            self._unload_version(loaded)
+
+    def load_model(self, name: str) -> None:
+        """(Re)load one model from the repositories: fresh versions (and statistics) replace the old ones."""
+        source = discover_models(self._repositories).get(name)
+        if source is None:
+            raise not_found(f"failed to load '{name}', failed to poll from model repository")
+        record = self._load_model(source)
+        with self._lock:
+            previous = self._records.get(name)
+            self._records[name] = record
+        if previous is not None:
+            for loaded in previous.versions.values():
+                self._unload_version(loaded)
 
     # -- queries -------------------------------------------------------------------------------
 

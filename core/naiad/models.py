@@ -10,6 +10,7 @@ from naiad import datatypes
 from naiad.backend import BackendModel, ModelInstance
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.scheduling import Scheduler
+from naiad.statistics import ModelStatistics
 
 
 class ModelState(enum.Enum):
@@ -88,6 +89,7 @@ class ModelVersion:
     backend_model: BackendModel | None = None
     instances: list[tuple[str, ModelInstance]] = field(default_factory=list)
     scheduler: Scheduler | None = None
+    statistics: ModelStatistics | None = None  # None when --collect-statistics=false
 
     @property
     def ready(self) -> bool:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from prometheus_client import CollectorRegistry
 
 from naiad import __version__
 from naiad.dataplane import DataPlane, ServerState
@@ -16,6 +19,9 @@ from naiad.http import build_app
 from naiad.http.serving import HttpFrontend, bind_socket
 from naiad.lifecycle import ModelLifecycle
 from naiad.loading import LoadOptions
+from naiad.logs import LogControl, Trusted
+from naiad.metrics import MetricsOptions, ModelCollector, SystemMetrics
+from naiad.metrics.serving import MetricsFrontend
 from naiad.plugins import BackendRegistry
 from naiad.scheduling.rate_limiter import RateLimiter
 from naiad.server_info import ServerInfo
@@ -42,6 +48,8 @@ class ServerOptions:
     grpc: GrpcSettings = field(default_factory=GrpcSettings)
     # -- end gRPC --
     metrics_port: int = 8002
+    metrics: MetricsOptions = field(default_factory=MetricsOptions)
+    collect_statistics: bool = True
     allow_http: bool = True
     http_server: str = "uvicorn"
     auto_complete: bool = True
@@ -56,7 +64,9 @@ class ServerOptions:
 class Server:
     """Owns the plugin registry, the model lifecycle, the data plane and the frontends."""
 
-    def __init__(self, options: ServerOptions, registry: BackendRegistry | None = None) -> None:
+    def __init__(
+        self, options: ServerOptions, registry: BackendRegistry | None = None, logs: LogControl | None = None
+    ) -> None:
         self.options = options
         self.registry = registry or BackendRegistry()
         self.lifecycle = ModelLifecycle(
@@ -69,9 +79,25 @@ class Server:
                 rate_limiter=(
                     RateLimiter(options.rate_limit_resources) if options.rate_limit == "execution_count" else None
                 ),
+                statistics=options.metrics.statistics if options.collect_statistics else None,
             ),
         )
-        self.dataplane = DataPlane(self.lifecycle, __version__, strict_readiness=options.strict_readiness)
+        self.dataplane = DataPlane(
+            self.lifecycle,
+            __version__,
+            strict_readiness=options.strict_readiness,
+            logs=logs,
+            statistics=options.collect_statistics,
+        )
+        # Metrics: a registry of this server's own (never prometheus_client's global one).
+        metrics = options.metrics
+        self.metrics_registry = CollectorRegistry(auto_describe=False)
+        self.system_metrics = SystemMetrics(
+            cpu=metrics.allow_metrics and metrics.allow_cpu_metrics,
+            gpu=metrics.allow_metrics and metrics.allow_gpu_metrics,
+        )
+        self.metrics_registry.register(ModelCollector(self.lifecycle, metrics, self.system_metrics.gpu_uuid))
+        self.metrics_registry.register(self.system_metrics)
         self._stop = asyncio.Event()
 
     def request_stop(self) -> None:
@@ -88,6 +114,13 @@ class Server:
             frontends.append(
                 GrpcFrontend(self.dataplane, self.options.grpc_address, self.options.grpc_port, self.options.grpc)
             )
+        metrics = self.options.metrics
+        poller: asyncio.Task[None] | None = None
+        if metrics.allow_metrics:
+            address = metrics.address or self.options.http_address
+            sock = bind_socket(address, self.options.metrics_port, "metrics", "--metrics-port")
+            frontends.append(MetricsFrontend(self.metrics_registry, sock))
+            poller = asyncio.create_task(self.system_metrics.run(metrics.interval_ms / 1000))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
@@ -96,7 +129,7 @@ class Server:
             await frontend.start()
         try:
             await asyncio.to_thread(self.lifecycle.load_all)
-            logger.info("models:\n%s", model_table(self.lifecycle))
+            logger.info("models:\n%s", Trusted(model_table(self.lifecycle)))
             if self.options.exit_on_error and not self.lifecycle.all_ready():
                 raise StartupError("some models failed to load and --exit-on-error is true; see the errors above")
             self.dataplane.state = ServerState.READY
@@ -106,9 +139,14 @@ class Server:
             self.dataplane.state = ServerState.EXITING
             await self.dataplane.wait_idle(self.options.exit_timeout_secs)
         finally:
+            if poller is not None:
+                poller.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await poller
             for frontend in frontends:
                 await frontend.stop()
             await asyncio.to_thread(self.lifecycle.unload_all)
+            self.system_metrics.close()
             logger.info("naiad stopped")
 
     def _info(self) -> ServerInfo:
@@ -118,6 +156,6 @@ class Server:
             model_repositories=self.options.model_repositories,
             http_port=self.options.http_port if self.options.allow_http else None,
             grpc_port=self.options.grpc_port if self.options.allow_grpc else None,
-            metrics_port=None,
+            metrics_port=self.options.metrics_port if self.options.metrics.allow_metrics else None,
             backend_config=self.options.backend_config,
         )

@@ -133,7 +133,6 @@ def test_model_config_protobuf_keeps_int64(client: grpcclient.InferenceServerCli
 @pytest.mark.parametrize(
     ("rpc", "request_message"),
     [
-        ("ModelStatistics", service_pb2.ModelStatisticsRequest()),
         ("RepositoryIndex", service_pb2.RepositoryIndexRequest()),
         ("RepositoryModelLoad", service_pb2.RepositoryModelLoadRequest(model_name="add_sub")),
         ("RepositoryModelUnload", service_pb2.RepositoryModelUnloadRequest(model_name="add_sub")),
@@ -144,7 +143,6 @@ def test_model_config_protobuf_keeps_int64(client: grpcclient.InferenceServerCli
         ("CudaSharedMemoryRegister", service_pb2.CudaSharedMemoryRegisterRequest()),
         ("CudaSharedMemoryUnregister", service_pb2.CudaSharedMemoryUnregisterRequest()),
         ("TraceSetting", service_pb2.TraceSettingRequest()),
-        ("LogSettings", service_pb2.LogSettingsRequest()),
     ],
 )
 def test_later_features_are_unimplemented_by_name(

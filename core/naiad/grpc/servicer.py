@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc  # type: ignore[import-untyped,unused-ignore]
-from google.protobuf import message_factory
+from google.protobuf import json_format, message_factory
 from google.protobuf.message import Message
 
 from naiad.dataplane import DataPlane
@@ -70,6 +70,27 @@ class InferenceServicer:
     async def model_infer(self, request: pb.ModelInferRequest) -> pb.ModelInferResponse:
         return await model_infer(self._dataplane, request)
 
+    async def model_statistics(self, request: pb.ModelStatisticsRequest) -> pb.ModelStatisticsResponse:
+        body = self._dataplane.model_statistics(request.name, codec.parse_version(request.version))
+        return json_format.ParseDict(body, pb.ModelStatisticsResponse())
+
+    async def log_settings(self, request: pb.LogSettingsRequest) -> pb.LogSettingsResponse:
+        if request.settings:
+            changes = {key: _setting_value(value) for key, value in request.settings.items()}
+            settings = self._dataplane.update_log_settings(changes)
+        else:
+            settings = self._dataplane.log_settings()
+        response = pb.LogSettingsResponse()
+        for key, value in settings.items():
+            entry = response.settings[key]
+            if isinstance(value, bool):
+                entry.bool_param = value
+            elif isinstance(value, int):
+                entry.uint32_param = value
+            else:
+                entry.string_param = str(value)
+        return response
+
     # -- streaming -----------------------------------------------------------------------------
 
     async def model_stream_infer(self, requests: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
@@ -87,6 +108,8 @@ class InferenceServicer:
             "ModelMetadata": self.model_metadata,
             "ModelConfig": self.model_config,
             "ModelInfer": self.model_infer,
+            "ModelStatistics": self.model_statistics,
+            "LogSettings": self.log_settings,
         }
         handlers: dict[str, Any] = {}
         for method in pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods:
@@ -120,6 +143,12 @@ def _with_status(name: str, implementation: Unary) -> Callable[[Any, Any], Await
         raise AssertionError("context.abort returned")  # pragma: no cover
 
     return handle
+
+
+def _setting_value(value: Any) -> object:
+    """A LogSettings value: its bool, uint32 or string, or None when no field is set."""
+    which = value.WhichOneof("parameter_choice")
+    return None if which is None else getattr(value, which)
 
 
 def _unimplemented(name: str) -> Unary:

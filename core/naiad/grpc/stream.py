@@ -74,7 +74,12 @@ class StreamSession:
         except NaiadError as error:
             self._refuse(message, error)
         except Exception as exc:  # a bug: answer INTERNAL and keep the stream open
-            logger.exception("preparing a ModelStreamInfer request for model '%s' failed", message.model_name)
+            logger.exception(
+                "preparing a ModelStreamInfer request for model '%s' version '%s' failed",
+                message.model_name,
+                message.model_version,
+                extra={"model": message.model_name},
+            )
             self._refuse(message, _internal(exc))
         else:
             self._spawn(self._serve(request, None if request.decoupled else self._take_turn()))
@@ -124,7 +129,12 @@ class StreamSession:
             except NaiadError as error:
                 await self._send(codec.stream_response(request.bare_response(), final=True, error=error), turn)
             except Exception as exc:
-                logger.exception("ModelStreamInfer request for model '%s' failed", request.model.name)
+                logger.exception(
+                    "ModelStreamInfer request for model '%s' version %d failed",
+                    request.model.name,
+                    request.model.version,
+                    extra={"model": request.model.name, "version": request.model.version},
+                )
                 await self._send(codec.stream_response(request.bare_response(), final=True, error=_internal(exc)), turn)
         finally:
             if turn is not None and not turn.done.done():

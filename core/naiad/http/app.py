@@ -15,6 +15,7 @@ from naiad.errors import NaiadError, invalid_arg
 from naiad.http.disconnect import until_disconnected
 from naiad.http.generate import generate_events, generate_once, prepare_generate
 from naiad.http.infer import InferRouter
+from naiad.http.observability import observability_routes
 from naiad.http.status import http_status
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ def build_app(dataplane: DataPlane) -> InferRouter:
         Route("/v2/health/live", live, methods=["GET"]),
         Route("/v2/health/ready", ready, methods=["GET"]),
         Route("/v2", server_metadata, methods=["GET"]),
+        *observability_routes(dataplane),
     ]
     for suffix, endpoint, method in model_routes:
         routes.append(Route(f"/v2/models/{{model}}/versions/{{version:int}}{suffix}", endpoint, methods=[method]))

@@ -52,7 +52,12 @@ class InferRouter:
         except NaiadError as error:
             status, headers, body = http_status(error.code), _JSON_HEADERS, _error_body(error.message)
         except Exception as error:
-            logger.exception("unexpected error serving an inference request for model '%s'", model)
+            logger.exception(
+                "unexpected error serving an inference request for model '%s' version '%s'",
+                model,
+                version,
+                extra={"model": model},
+            )
             status, headers = 500, _JSON_HEADERS
             body = _error_body(f"internal server error: {type(error).__name__}: {error}")
         headers = [*headers, (b"content-length", str(len(body)).encode())]

@@ -82,15 +82,23 @@ def start_server(
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     log.close()
     server = ServerProcess(process, http_port, grpc_port, metrics_port, Path(log.name))
+    # With --log-file the log (and the ready line) goes there instead of the process output.
+    log_files = [Path(arg.partition("=")[2]) for arg in extra_args if arg.startswith("--log-file=")]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise ServerStartError(f"naiad exited with code {process.returncode}:\n{server.logs()}")
-        if READY_MARKER in server.logs() and _live(http_port):
+        if _ready_logged(server, log_files) and _live(http_port):
             return server
         time.sleep(0.05)
     server.stop(5, signal.SIGKILL)
     raise ServerStartError(f"naiad did not become ready within {timeout} s:\n{server.logs()}")
+
+
+def _ready_logged(server: ServerProcess, log_files: list[Path]) -> bool:
+    if READY_MARKER in server.logs():
+        return True
+    return any(path.is_file() and READY_MARKER in path.read_text(errors="replace") for path in log_files)
 
 
 def _live(port: int) -> bool:

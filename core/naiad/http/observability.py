@@ -1,0 +1,57 @@
+"""The statistics (``/v2/models[/{m}[/versions/{v}]]/stats``) and logging (``/v2/logging``) extensions."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from naiad.dataplane import DataPlane
+from naiad.errors import NaiadError, invalid_arg
+from naiad.http.status import http_status
+
+
+def _error(error: NaiadError) -> Response:
+    return JSONResponse({"error": error.message}, status_code=http_status(error.code))
+
+
+def observability_routes(dataplane: DataPlane) -> list[Route]:
+    """Routes to place before the generic model routes (``/v2/models/stats`` must win over a model named so)."""
+
+    async def statistics(request: Request) -> Response:
+        version = request.path_params.get("version")
+        try:
+            body = dataplane.model_statistics(
+                request.path_params.get("model", ""), "" if version is None else str(version)
+            )
+        except NaiadError as error:
+            return _error(error)
+        return JSONResponse(body)
+
+    async def logging_settings(request: Request) -> Response:
+        if request.method == "GET":
+            return JSONResponse(dataplane.log_settings())
+        try:
+            changes = _json_object(await request.body())
+            return JSONResponse(dataplane.update_log_settings(changes))
+        except NaiadError as error:
+            return _error(error)
+
+    return [
+        Route("/v2/models/stats", statistics, methods=["GET"]),
+        Route("/v2/models/{model}/versions/{version:int}/stats", statistics, methods=["GET"]),
+        Route("/v2/models/{model}/stats", statistics, methods=["GET"]),
+        Route("/v2/logging", logging_settings, methods=["GET", "POST"]),
+    ]
+
+
+def _json_object(body: bytes) -> dict[str, object]:
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise invalid_arg(f"failed to parse the request JSON buffer: {error}") from None
+    if not isinstance(parsed, dict):
+        raise invalid_arg("the request body must be a JSON object of log settings")
+    return parsed

@@ -1,0 +1,275 @@
+"""Per-model families, rendered at scrape time from each READY version's :class:`ModelStatistics`.
+
+Nothing is registered per model: a version's series exist (at zero) while it is READY and vanish
+once it unloads, because every scrape walks the lifecycle. Names, types, units and labels follow
+Triton (metrics.md); families prefixed ``naiad_`` are naiad's own additions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.metrics_core import Metric
+
+from naiad.lifecycle import ModelLifecycle
+from naiad.metrics.config import MetricsOptions
+from naiad.models import ModelVersion
+from naiad.statistics import FAILURE_REASONS, HistogramSnapshot, StatisticsSnapshot
+
+_TAG_INVALID = re.compile(r"[^a-zA-Z0-9_]")
+
+# (family, help, snapshot attribute) of the five duration counters (µs).
+_DURATIONS = (
+    (
+        "nv_inference_request_duration_us",
+        "Cumulative inference request duration in microseconds (includes cached requests)",
+        "success",
+    ),
+    (
+        "nv_inference_queue_duration_us",
+        "Cumulative inference queuing duration in microseconds (includes cached requests)",
+        "queue",
+    ),
+    (
+        "nv_inference_compute_input_duration_us",
+        "Cumulative compute input duration in microseconds (does not include cached requests)",
+        "compute_input",
+    ),
+    (
+        "nv_inference_compute_infer_duration_us",
+        "Cumulative compute inference duration in microseconds (does not include cached requests)",
+        "compute_infer",
+    ),
+    (
+        "nv_inference_compute_output_duration_us",
+        "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+        "compute_output",
+    ),
+)
+
+_SUMMARIES = (
+    (
+        "nv_inference_request_summary_us",
+        "Summary of inference request duration in microseconds (includes cached requests)",
+        "request",
+    ),
+    (
+        "nv_inference_queue_summary_us",
+        "Summary of inference queuing duration in microseconds (includes cached requests)",
+        "queue",
+    ),
+    (
+        "nv_inference_compute_input_summary_us",
+        "Summary of compute input duration in microseconds (does not include cached requests)",
+        "compute_input",
+    ),
+    (
+        "nv_inference_compute_infer_summary_us",
+        "Summary of compute inference duration in microseconds (does not include cached requests)",
+        "compute_infer",
+    ),
+    (
+        "nv_inference_compute_output_summary_us",
+        "Summary of inference compute output duration in microseconds (does not include cached requests)",
+        "compute_output",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Version:
+    labels: dict[str, str]
+    stats: StatisticsSnapshot
+    max_batch_size: int
+    decoupled: bool
+
+
+class ModelCollector:
+    """A prometheus_client collector of every READY version's families."""
+
+    def __init__(
+        self,
+        lifecycle: ModelLifecycle,
+        options: MetricsOptions,
+        gpu_uuid: Callable[[int], str | None] = lambda ordinal: None,
+    ) -> None:
+        self._lifecycle = lifecycle
+        self._options = options
+        self._gpu_uuid = gpu_uuid
+
+    def _versions(self) -> list[_Version]:
+        versions: list[_Version] = []
+        for record in sorted(self._lifecycle.records(), key=lambda record: record.name):
+            for _, loaded in sorted(record.versions.items()):
+                statistics = loaded.statistics
+                if not loaded.ready or statistics is None:
+                    continue
+                versions.append(
+                    _Version(
+                        self._labels(loaded),
+                        statistics.snapshot(),
+                        loaded.config.max_batch_size if loaded.config is not None else 0,
+                        statistics.decoupled,
+                    )
+                )
+        return versions
+
+    def _labels(self, loaded: ModelVersion) -> dict[str, str]:
+        labels = {"model": loaded.name, "version": str(loaded.version)}
+        if loaded.config is not None:
+            for key, value in loaded.config.metric_tags.items():
+                labels["_" + _TAG_INVALID.sub("_", key)] = value
+        statistics = loaded.statistics
+        if statistics is not None and len(statistics.gpu_devices) == 1:
+            uuid = self._gpu_uuid(next(iter(statistics.gpu_devices)))
+            if uuid is not None:
+                labels["gpu_uuid"] = uuid
+        return labels
+
+    def collect(self) -> Iterator[Metric]:
+        versions = self._versions()
+        options = self._options
+        yield _family(
+            "nv_inference_request_success",
+            "Number of successful inference requests, all batch sizes",
+            "counter",
+            ((v.labels, v.stats.success.count) for v in versions),
+        )
+        failure = Metric(
+            "nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter"
+        )
+        for version in versions:
+            for reason in FAILURE_REASONS:
+                failure.add_sample(failure.name, {**version.labels, "reason": reason}, version.stats.failures[reason])
+        yield failure
+        yield _family(
+            "nv_inference_count",
+            "Number of inferences performed (does not include cached requests)",
+            "counter",
+            ((v.labels, v.stats.inference_count) for v in versions),
+        )
+        yield _family(
+            "nv_inference_exec_count",
+            "Number of model executions performed (does not include cached requests)",
+            "counter",
+            ((v.labels, v.stats.execution_count) for v in versions),
+        )
+        if options.counter_latencies:
+            for name, documentation, attribute in _DURATIONS:
+                yield _family(
+                    name,
+                    documentation,
+                    "counter",
+                    ((v.labels, getattr(v.stats, attribute).ns // 1000) for v in versions),
+                )
+        yield _family(
+            "nv_inference_pending_request_count",
+            "Instantaneous number of pending requests awaiting execution per-model.",
+            "gauge",
+            ((v.labels, v.stats.pending) for v in versions),
+        )
+        yield _family(
+            "nv_model_load_duration_secs",
+            "Model load time in seconds",
+            "gauge",
+            ((v.labels, v.stats.load_seconds) for v in versions),
+        )
+        if options.statistics.summary_latencies:
+            yield from _summaries(versions)
+        if options.statistics.histogram_latencies:
+            yield _histogram(
+                "nv_inference_first_response_histogram_ms",
+                "Duration from request to first response in milliseconds",
+                ((v.labels, v.stats.first_response_ms) for v in versions),
+            )
+        yield from self._naiad_families(versions)
+
+    def _naiad_families(self, versions: list[_Version]) -> Iterator[Metric]:
+        yield _family(
+            "naiad_inference_queue_depth",
+            "Requests a model version holds right now: waiting in its queue plus executing",
+            "gauge",
+            ((v.labels, v.stats.in_flight) for v in versions),
+        )
+        yield _histogram(
+            "naiad_inference_batch_size",
+            "Rows per model execution (the batch sizes the scheduler formed)",
+            ((v.labels, _batch_histogram(v)) for v in versions),
+        )
+        streaming = [v for v in versions if v.decoupled]
+        yield _histogram(
+            "naiad_inference_time_to_first_response_seconds",
+            "Decoupled models: time from request arrival to its first successful response, in seconds",
+            ((v.labels, v.stats.time_to_first_response) for v in streaming),
+        )
+        yield _histogram(
+            "naiad_inference_time_between_responses_seconds",
+            "Decoupled models: time between consecutive successful responses of a request, in seconds",
+            ((v.labels, v.stats.time_between_responses) for v in streaming),
+        )
+
+
+def _family(name: str, documentation: str, kind: str, samples: Iterable[tuple[dict[str, str], float]]) -> Metric:
+    family = Metric(name, documentation, kind)
+    for labels, value in samples:
+        family.add_sample(name, labels, value)
+    return family
+
+
+def _histogram(
+    name: str, documentation: str, samples: Iterable[tuple[dict[str, str], HistogramSnapshot | None]]
+) -> Metric:
+    family = Metric(name, documentation, "histogram")
+    for labels, histogram in samples:
+        if histogram is None:
+            continue
+        for bound, count in zip((*histogram.bounds, float("inf")), histogram.cumulative, strict=True):
+            family.add_sample(name + "_bucket", {**labels, "le": _bound(bound)}, count)
+        family.add_sample(name + "_count", labels, histogram.count)
+        family.add_sample(name + "_sum", labels, histogram.sum)
+    return family
+
+
+def _bound(bound: float) -> str:
+    if bound == float("inf"):
+        return "+Inf"
+    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
+
+
+def _summaries(versions: list[_Version]) -> Iterator[Metric]:
+    for name, documentation, key in _SUMMARIES:
+        family = Metric(name, documentation, "summary")
+        for version in versions:
+            summary = version.stats.summaries_us.get(key)
+            if summary is None:
+                continue
+            family.add_sample(name + "_count", version.labels, summary.count)
+            family.add_sample(name + "_sum", version.labels, summary.sum)
+            for quantile, value in summary.quantiles:
+                family.add_sample(name, {**version.labels, "quantile": repr(quantile)}, value)
+        yield family
+
+
+def _batch_histogram(version: _Version) -> HistogramSnapshot:
+    """Executions by batch size, bucketed at powers of two up to ``max_batch_size``."""
+    top = max(version.max_batch_size, 1)
+    bounds: list[float] = []
+    bound = 1
+    while bound < top:
+        bounds.append(float(bound))
+        bound *= 2
+    bounds.append(float(top))
+    counts = [0] * (len(bounds) + 1)
+    total = 0.0
+    for batch in version.stats.batches:
+        index = next((i for i, upper in enumerate(bounds) if batch.batch_size <= upper), len(bounds))
+        counts[index] += batch.compute_infer.count
+        total += batch.batch_size * batch.compute_infer.count
+    cumulative: list[int] = []
+    running = 0
+    for count in counts:
+        running += count
+        cumulative.append(running)
+    return HistogramSnapshot(tuple(bounds), tuple(cumulative), total)

@@ -1,0 +1,648 @@
+"""Per-model-version statistics: the one source of truth behind the statistics extension and the metrics.
+
+Every request the data plane queues gets a :class:`RequestTracker` that sees each of its response
+events (:meth:`naiad.inference.ResponseSender.relay_through`), and every backend instance is wrapped
+in an :class:`InstrumentedInstance` that times each ``execute`` call. Together they feed one
+:class:`ModelStatistics` per model version without taking a lock on the request path: a finished
+request or execution is one small record appended to a deque, folded into the counters when they
+are read. ``GET /v2/models/{m}/stats``, gRPC ModelStatistics and the Prometheus families all render
+from :meth:`ModelStatistics.snapshot`. (Decoupled models and latency histograms also take a lock per
+response event.)
+
+What the numbers mean (times from ``time.monotonic_ns``; "the execution" is the ``execute`` call of
+the batch that carried the request):
+
+* ``queue``: request arrival -> start of the execution (scheduler queue, batch forming, rate limiter).
+* ``compute_input`` / ``compute_output``: the execution's time merging inputs and splitting outputs,
+  reported by :class:`naiad.tensor_instance.TensorInstance`; 0 for backends that do not report them.
+* ``compute_infer``: the rest of the execution; for a decoupled request whose final response comes
+  after ``execute`` returned, it runs on until that final response.
+* ``success.ns`` / ``fail.ns``: arrival -> the later of the final response and the end of the
+  execution. For a successful request ``success = queue + compute_input + compute_infer + compute_output``.
+* ``batch_stats``: per executed batch size (rows), one count per execution, its phases' times.
+
+A request fails if any of its responses carries an error; the reason is ``CANCELED`` when it was
+cancelled (or answered CANCELLED), ``BACKEND`` when it reached an instance, ``REJECTED`` when the
+scheduler refused it (queue full, queue timeout, unloading: UNAVAILABLE), else ``OTHER``. Requests
+refused by validation before they are queued are not counted, as in Triton.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from naiad.backend import ModelInstance
+from naiad.errors import ErrorCode, NaiadError
+from naiad.inference import InferenceRequest, ResponseEvent
+
+FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+"""The ``reason`` label values of ``nv_inference_request_failure``, all present from load."""
+
+DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
+    (0.5, 0.05),
+    (0.9, 0.01),
+    (0.95, 0.001),
+    (0.99, 0.001),
+    (0.999, 0.001),
+)
+"""Triton's default ``summary_quantiles``: (quantile, allowed error)."""
+
+FIRST_RESPONSE_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
+"""Triton's default buckets of ``nv_inference_first_response_histogram_ms``."""
+
+RESPONSE_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Buckets of naiad's time-to-first-response and time-between-responses histograms (seconds)."""
+
+SUMMARY_MAX_AGE_S = 60.0
+"""Summaries' quantiles cover the observations of the last minute (prometheus-cpp's default)."""
+
+_SUMMARY_WINDOW = 8192  # most observations a summary keeps for its quantiles
+
+
+@dataclass(frozen=True, slots=True)
+class StatisticsOptions:
+    """Which optional latency families each model version keeps (``--metrics-config``)."""
+
+    histogram_latencies: bool = False
+    first_response_buckets_ms: tuple[float, ...] = FIRST_RESPONSE_BUCKETS_MS
+    summary_latencies: bool = False
+    summary_quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES
+    response_latencies: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """A ``$duration_stat``: how many and how long in total (nanoseconds)."""
+
+    count: int = 0
+    ns: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStatistics:
+    """Executions of one batch size."""
+
+    batch_size: int
+    compute_input: Duration
+    compute_infer: Duration
+    compute_output: Duration
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseStatistics:
+    """The responses at one index of decoupled requests (``response_stats``)."""
+
+    compute_infer: Duration
+    compute_output: Duration
+    success: Duration
+    fail: Duration
+    empty_response: Duration
+    cancel: Duration
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSnapshot:
+    """Upper bounds (without +Inf), cumulative counts (with +Inf last), sum and count."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[int, ...]
+    sum: float
+
+    @property
+    def count(self) -> int:
+        return self.cumulative[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class SummarySnapshot:
+    """Quantile values over the recent window (NaN when empty), lifetime sum and count."""
+
+    quantiles: tuple[tuple[float, float], ...]
+    sum: float
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatisticsSnapshot:
+    """Everything one model version has counted, at one moment."""
+
+    name: str
+    version: int
+    last_inference_ms: int
+    inference_count: int
+    execution_count: int
+    success: Duration
+    fail: Duration
+    queue: Duration
+    compute_input: Duration
+    compute_infer: Duration
+    compute_output: Duration
+    cache_hit: Duration
+    cache_miss: Duration
+    failures: dict[str, int]
+    batches: tuple[BatchStatistics, ...]
+    responses: tuple[ResponseStatistics, ...]
+    pending: int
+    in_flight: int
+    load_seconds: float
+    first_response_ms: HistogramSnapshot | None = None
+    time_to_first_response: HistogramSnapshot | None = None
+    time_between_responses: HistogramSnapshot | None = None
+    summaries_us: dict[str, SummarySnapshot] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``model_stats`` entry of the statistics extension (every number a JSON integer)."""
+        return {
+            "name": self.name,
+            "version": str(self.version),
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {
+                "success": self.success.to_json(),
+                "fail": self.fail.to_json(),
+                "queue": self.queue.to_json(),
+                "compute_input": self.compute_input.to_json(),
+                "compute_infer": self.compute_infer.to_json(),
+                "compute_output": self.compute_output.to_json(),
+                "cache_hit": self.cache_hit.to_json(),
+                "cache_miss": self.cache_miss.to_json(),
+            },
+            "response_stats": {
+                str(index): {
+                    "compute_infer": stats.compute_infer.to_json(),
+                    "compute_output": stats.compute_output.to_json(),
+                    "success": stats.success.to_json(),
+                    "fail": stats.fail.to_json(),
+                    "empty_response": stats.empty_response.to_json(),
+                    "cancel": stats.cancel.to_json(),
+                }
+                for index, stats in enumerate(self.responses)
+            },
+            "batch_stats": [
+                {
+                    "batch_size": batch.batch_size,
+                    "compute_input": batch.compute_input.to_json(),
+                    "compute_infer": batch.compute_infer.to_json(),
+                    "compute_output": batch.compute_output.to_json(),
+                }
+                for batch in self.batches
+            ],
+            "memory_usage": [],
+        }
+
+
+class Histogram:
+    """Prometheus-style buckets; update under the owner's lock."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(sorted(set(bounds)))
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def snapshot(self) -> HistogramSnapshot:
+        cumulative: list[int] = []
+        total = 0
+        for count in self.counts:
+            total += count
+            cumulative.append(total)
+        return HistogramSnapshot(self.bounds, tuple(cumulative), self.sum)
+
+
+class Summary:
+    """Quantiles over the last :data:`SUMMARY_MAX_AGE_S` seconds (exact over the kept window).
+
+    Keeps at most the last 8192 observations of that window; ``sum`` and ``count`` are lifetime
+    totals, as Prometheus summaries report them. Update under the owner's lock.
+    """
+
+    __slots__ = ("count", "sum", "window")
+
+    def __init__(self) -> None:
+        self.window: deque[tuple[int, float]] = deque(maxlen=_SUMMARY_WINDOW)
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, value: float, now_ns: int) -> None:
+        self.window.append((now_ns, value))
+        self.count += 1
+        self.sum += value
+
+    def recent(self, now_ns: int) -> list[float]:
+        horizon = now_ns - int(SUMMARY_MAX_AGE_S * 1e9)
+        window = self.window
+        while window and window[0][0] < horizon:
+            window.popleft()
+        return [value for _, value in window]
+
+
+def quantile_values(values: list[float], quantiles: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """Each quantile's value among ``values`` (nearest rank), NaN when there are none."""
+    values.sort()
+    n = len(values)
+    if not n:
+        return tuple((q, math.nan) for q, _ in quantiles)
+    return tuple((q, values[min(n - 1, max(0, math.ceil(q * n) - 1))]) for q, _ in quantiles)
+
+
+_SUMMARY_NAMES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+
+_now = time.monotonic_ns  # one global lookup on the request path
+
+
+class RequestTracker:
+    """One queued request's progress: installed as a relay on its sender by :meth:`ModelStatistics.track`."""
+
+    __slots__ = (
+        "ended_ns",
+        "error",
+        "final_ns",
+        "first_ns",
+        "input_ns",
+        "last_ns",
+        "output_ns",
+        "request",
+        "responses",
+        "started_ns",
+        "stats",
+    )
+
+    def __init__(self, stats: ModelStatistics, request: InferenceRequest) -> None:
+        self.stats = stats
+        self.request = request
+        # started_ns: start of the execution that ran it (0: never started); ended_ns: its end;
+        # final_ns: when the final flag went out; first_ns / last_ns: first successful and latest
+        # response (decoupled models, histograms); responses: response events so far.
+        self.started_ns = self.ended_ns = self.final_ns = self.input_ns = self.output_ns = 0
+        self.first_ns = self.last_ns = self.responses = 0
+        self.error: NaiadError | None = None
+
+    def relay(self, event: ResponseEvent, deliver: Callable[[ResponseEvent], None]) -> None:
+        """Note the event, then pass it on."""
+        try:
+            response = event.response
+            if response is not None and response.error is not None:
+                self.error = response.error
+            stats = self.stats
+            if stats.per_response:
+                stats.response_event(self, event)
+            if event.final:
+                # Whichever comes second, this final flag or the end of the execution, counts the
+                # request. Both sides store their own mark before reading the other's, so (with the
+                # GIL's sequential consistency) at least one sees both; complete() counts once.
+                self.final_ns = _now()
+                if not self.started_ns or self.ended_ns:
+                    stats.complete(self)
+        finally:
+            deliver(event)
+
+
+_FOLD_AT = 4096  # records waiting before the thread that adds one folds them into the counters
+
+
+class ModelStatistics:
+    """Counters of one model version; see the module docstring for what each one means.
+
+    The request path takes no lock: finished requests and executions are appended as small
+    records to two deques (thread-safe appends) and folded into the counters by whoever reads
+    them (:meth:`snapshot`), or by the request path once 4096 records wait.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        *,
+        decoupled: bool = False,
+        options: StatisticsOptions | None = None,
+        first_response_buckets_ms: Sequence[float] | None = None,
+    ) -> None:
+        options = options or StatisticsOptions()
+        self.name = name
+        self.version = version
+        self.decoupled = decoupled
+        self.options = options
+        self.load_seconds = 0.0
+        self.gpu_devices: set[int] = set()  # GPU ordinals of its KIND_GPU instances
+        self.lock = threading.Lock()  # guards the counters (folding, snapshots, per-response counts)
+        self.open_requests: dict[InferenceRequest, RequestTracker] = {}  # tracked, not yet counted
+        # (arrival, started, end, input ns, output ns, batch size, failure reason or None)
+        self._finished: deque[tuple[int, int, int, int, int, int, str | None]] = deque()
+        self._executions: deque[tuple[int, int, int, int]] = deque()  # (size, input, infer, output ns)
+        self.inference_count = 0
+        self.execution_count = 0
+        self.success_count = 0
+        self.success_ns = 0
+        self.fail_count = 0
+        self.fail_ns = 0
+        self.queue_ns = 0
+        self.compute_input_ns = 0
+        self.compute_infer_ns = 0
+        self.compute_output_ns = 0
+        self.failures = dict.fromkeys(FAILURE_REASONS, 0)
+        self._batches: dict[int, list[int]] = {}  # size -> [count, input ns, infer ns, output ns]
+        # decoupled: per response index [success n, ns, fail n, ns, empty n, ns, cancel n, ns]
+        self._responses: list[list[int]] = []
+        self._first_response_ms = (
+            Histogram(first_response_buckets_ms or options.first_response_buckets_ms)
+            if options.histogram_latencies
+            else None
+        )
+        streaming = decoupled and options.response_latencies
+        self._ttfr = Histogram(RESPONSE_BUCKETS_S) if streaming else None
+        self._tbr = Histogram(RESPONSE_BUCKETS_S) if streaming else None
+        self._summaries = {key: Summary() for key in _SUMMARY_NAMES} if options.summary_latencies else None
+        # Whether every response event (not only the final one) needs counting.
+        self.per_response = decoupled or self._first_response_ms is not None
+        self._last_end_ns = 0  # monotonic time of the latest completion (-> last_inference)
+
+    # -- the request path ----------------------------------------------------------------------
+
+    def track(self, request: InferenceRequest) -> RequestTracker:
+        """Follow a request about to be queued (call before handing it to the scheduler)."""
+        tracker = RequestTracker(self, request)
+        request.sender.relay_through(tracker.relay)
+        self.open_requests[request] = tracker  # one dict store: atomic, no lock needed
+        return tracker
+
+    def refused(self, tracker: RequestTracker, error: NaiadError) -> None:
+        """The scheduler refused the request outright (``submit`` raised)."""
+        tracker.error = error
+        tracker.final_ns = time.monotonic_ns()
+        self.complete(tracker)
+
+    def response_event(self, tracker: RequestTracker, event: ResponseEvent) -> None:
+        """Any response event of a decoupled request (or of any request, with latency histograms)."""
+        now = time.monotonic_ns()
+        response = event.response
+        ok = response is not None and response.error is None
+        with self.lock:
+            if ok and not tracker.first_ns:
+                tracker.first_ns = now
+                since_arrival = now - tracker.request.arrival_ns
+                if self._first_response_ms is not None:
+                    self._first_response_ms.observe(since_arrival / 1e6)
+                if self._ttfr is not None:
+                    self._ttfr.observe(since_arrival / 1e9)
+            elif ok and self._tbr is not None:
+                self._tbr.observe((now - tracker.last_ns) / 1e9)
+            if self.decoupled:
+                # response_stats: one index per event; time since the previous one (or the start)
+                index = tracker.responses
+                tracker.responses += 1
+                while len(self._responses) <= index:
+                    self._responses.append([0] * 8)
+                since = now - (tracker.last_ns or tracker.started_ns or now)
+                slot = 0 if ok else 6 if tracker.request.cancelled else 4 if response is None else 2
+                row = self._responses[index]
+                row[slot] += 1
+                row[slot + 1] += max(since, 0)
+            tracker.last_ns = now
+
+    def started(self, requests: Sequence[InferenceRequest], now: int) -> list[RequestTracker]:
+        """An instance starts executing ``requests`` (each store is atomic; no lock)."""
+        trackers: list[RequestTracker] = []
+        for request in requests:
+            tracker = self.open_requests.get(request)
+            if tracker is not None:
+                tracker.started_ns = now
+                trackers.append(tracker)
+        return trackers
+
+    def executed(
+        self, trackers: list[RequestTracker], size: int, start: int, end: int, input_ns: int, output_ns: int
+    ) -> None:
+        """The execution that started at ``start`` returned at ``end``."""
+        self._executions.append((size, input_ns, end - start - input_ns - output_ns, output_ns))
+        for tracker in trackers:
+            tracker.input_ns = input_ns
+            tracker.output_ns = output_ns
+            tracker.ended_ns = end  # after the phases: a final flag that sees it counts them
+            if tracker.final_ns:
+                self.complete(tracker)
+
+    def executed_one(self, tracker: RequestTracker | None, size: int, start: int, end: int) -> None:
+        """:meth:`executed` for a batch of one request without phase times."""
+        self._executions.append((size, 0, end - start, 0))
+        if tracker is not None:
+            tracker.ended_ns = end
+            if tracker.final_ns:
+                self.complete(tracker)
+
+    def complete(self, tracker: RequestTracker) -> None:
+        """Record a finished request once: its final flag went out and its execution (if any) ended."""
+        request = tracker.request
+        if self.open_requests.pop(request, None) is None:
+            return  # the other side counted it (dict.pop is atomic: exactly one wins)
+        final, ended = tracker.final_ns, tracker.ended_ns
+        end = final if final > ended else ended
+        self._last_end_ns = end
+        error = tracker.error
+        record: tuple[int, int, int, int, int, int, str | None]
+        if error is None:
+            record = (
+                request.arrival_ns,
+                tracker.started_ns,
+                end,
+                tracker.input_ns,
+                tracker.output_ns,
+                request.batch_size,
+                None,
+            )
+        else:
+            if error.code is ErrorCode.CANCELLED or request.cancelled:
+                reason = "CANCELED"
+            elif tracker.started_ns:
+                reason = "BACKEND"
+            elif error.code is ErrorCode.UNAVAILABLE:
+                reason = "REJECTED"
+            else:
+                reason = "OTHER"
+            record = (request.arrival_ns, 0, end, 0, 0, 0, reason)
+        finished = self._finished
+        finished.append(record)
+        if len(finished) > _FOLD_AT and self.lock.acquire(blocking=False):
+            try:
+                self._fold()
+            finally:
+                self.lock.release()
+
+    def _fold(self) -> None:
+        """Move waiting records into the counters (lock held)."""
+        executions = self._executions
+        batches = self._batches
+        while executions:
+            size, input_ns, infer_ns, output_ns = executions.popleft()
+            self.execution_count += 1
+            batch = batches.get(size)
+            if batch is None:
+                batch = batches[size] = [0, 0, 0, 0]
+            batch[0] += 1
+            batch[1] += input_ns
+            batch[2] += infer_ns
+            batch[3] += output_ns
+        finished = self._finished
+        summaries = self._summaries
+        while finished:
+            arrival, started, end, input_ns, output_ns, batch_size, reason = finished.popleft()
+            duration = end - arrival
+            if reason is not None:
+                self.failures[reason] += 1
+                self.fail_count += 1
+                self.fail_ns += duration
+                continue
+            queue = (started or end) - arrival
+            infer = end - (started or end) - input_ns - output_ns
+            self.success_count += 1
+            self.success_ns += duration
+            self.queue_ns += queue
+            self.compute_input_ns += input_ns
+            self.compute_infer_ns += infer
+            self.compute_output_ns += output_ns
+            self.inference_count += batch_size
+            if summaries is not None:
+                summaries["request"].observe(duration / 1e3, end)
+                summaries["queue"].observe(queue / 1e3, end)
+                summaries["compute_input"].observe(input_ns / 1e3, end)
+                summaries["compute_infer"].observe(infer / 1e3, end)
+                summaries["compute_output"].observe(output_ns / 1e3, end)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _last_inference_ms(self) -> int:
+        """Wall-clock ms of the latest completion (0: none), from its monotonic time."""
+        if not self._last_end_ns:
+            return 0
+        return (time.time_ns() - (time.monotonic_ns() - self._last_end_ns)) // 1_000_000
+
+    def snapshot(self) -> StatisticsSnapshot:
+        """A consistent copy of every counter."""
+        now = time.monotonic_ns()
+        summary_values: dict[str, tuple[list[float], float, int]] = {}
+        # Requests in flight, and those of them no instance has started yet (the queue).
+        open_trackers = list(self.open_requests.values())
+        pending = sum(1 for tracker in open_trackers if not tracker.started_ns)
+        with self.lock:
+            self._fold()
+            compute_count = self.success_count
+            batches = tuple(
+                BatchStatistics(
+                    size,
+                    Duration(counts[0], counts[1]),
+                    Duration(counts[0], counts[2]),
+                    Duration(counts[0], counts[3]),
+                )
+                for size, counts in sorted(self._batches.items())
+            )
+            responses = tuple(
+                ResponseStatistics(
+                    compute_infer=Duration(row[0], row[1]),
+                    compute_output=Duration(row[0], 0),
+                    success=Duration(row[0], row[1]),
+                    fail=Duration(row[2], row[3]),
+                    empty_response=Duration(row[4], row[5]),
+                    cancel=Duration(row[6], row[7]),
+                )
+                for row in self._responses
+            )
+            if self._summaries is not None:
+                summary_values = {
+                    key: (summary.recent(now), summary.sum, summary.count) for key, summary in self._summaries.items()
+                }
+            snapshot = StatisticsSnapshot(
+                name=self.name,
+                version=self.version,
+                last_inference_ms=self._last_inference_ms(),
+                inference_count=self.inference_count,
+                execution_count=self.execution_count,
+                success=Duration(self.success_count, self.success_ns),
+                fail=Duration(self.fail_count, self.fail_ns),
+                queue=Duration(self.success_count, self.queue_ns),
+                compute_input=Duration(compute_count, self.compute_input_ns),
+                compute_infer=Duration(compute_count, self.compute_infer_ns),
+                compute_output=Duration(compute_count, self.compute_output_ns),
+                cache_hit=Duration(),
+                cache_miss=Duration(),
+                failures=dict(self.failures),
+                batches=batches,
+                responses=responses,
+                pending=pending,
+                in_flight=len(open_trackers),
+                load_seconds=self.load_seconds,
+                first_response_ms=None if self._first_response_ms is None else self._first_response_ms.snapshot(),
+                time_to_first_response=None if self._ttfr is None else self._ttfr.snapshot(),
+                time_between_responses=None if self._tbr is None else self._tbr.snapshot(),
+            )
+        for key, (values, total, count) in summary_values.items():
+            snapshot.summaries_us[key] = SummarySnapshot(
+                quantile_values(values, self.options.summary_quantiles), total, count
+            )
+        return snapshot
+
+
+class InstrumentedInstance(ModelInstance):
+    """Wraps a backend instance: times each execution and tells the statistics which requests ran.
+
+    If the wrapped instance reports ``compute_input_ns`` and ``compute_output_ns`` after each
+    ``execute`` (as :class:`naiad.tensor_instance.TensorInstance` does), those phases are split
+    off the execution time.
+    """
+
+    def __init__(self, inner: ModelInstance, statistics: ModelStatistics) -> None:
+        self.inner = inner
+        self._statistics = statistics
+        self._phases = hasattr(inner, "compute_input_ns") and hasattr(inner, "compute_output_ns")
+
+    def execute(self, requests: Sequence[InferenceRequest]) -> None:
+        statistics = self._statistics
+        if len(requests) == 1 and not self._phases:  # the common case, kept short
+            request = requests[0]
+            tracker = statistics.open_requests.get(request)
+            start = _now()
+            if tracker is not None:
+                tracker.started_ns = start
+            try:
+                self.inner.execute(requests)
+            finally:
+                statistics.executed_one(tracker, request.batch_size, start, _now())
+            return
+        start = _now()
+        size = sum(request.batch_size for request in requests)
+        trackers = statistics.started(requests, start)
+        try:
+            self.inner.execute(requests)
+        finally:
+            end = _now()
+            input_ns = output_ns = 0
+            if self._phases:
+                input_ns = int(getattr(self.inner, "compute_input_ns", 0))
+                output_ns = int(getattr(self.inner, "compute_output_ns", 0))
+            statistics.executed(trackers, size, start, end, input_ns, output_ns)
+
+    def is_ready(self) -> bool:
+        return self.inner.is_ready()
+
+    def finalize(self) -> None:
+        self.inner.finalize()
+
+    def __getattr__(self, name: str) -> Any:
+        # Reach the backend's own attributes (e.g. an engine session) through the wrapper.
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
