@@ -117,7 +117,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME:COUNT[:DEVICE]",
         help="total of a rate-limiter resource (default: the most any one instance asks for)",
     )
-    serve.add_argument("--model-control-mode", choices=("none",), default="none")
+    serve.add_argument(
+        "--model-control-mode",
+        choices=("none", "explicit"),
+        default="none",
+        help="none: load every model at startup; explicit: load only --load-model ones, then use the load/unload API",
+    )
+    serve.add_argument(
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --model-control-mode=explicit, a model to load at startup (repeatable; * = all)",
+    )
     serve.add_argument(
         "--backend-config", type=_backend_setting, action="append", default=[], metavar="BACKEND,KEY=VALUE"
     )
@@ -255,6 +267,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
         exit_timeout_secs=args.exit_timeout_secs,
+        model_control_mode=args.model_control_mode,
+        load_models=tuple(args.load_model),
         rate_limit=args.rate_limit,
         rate_limit_resources=dict(args.rate_limit_resource),
         backend_config=backend_config,

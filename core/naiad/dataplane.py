@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from naiad import config as model_config
 from naiad.errors import ErrorCode, NaiadError, invalid_arg, unavailable, unsupported
 from naiad.inference import (
     SEQUENCE_END,
@@ -25,12 +26,19 @@ from naiad.inference import (
 )
 from naiad.lifecycle import ModelLifecycle
 from naiad.logs import LogControl
-from naiad.models import ModelVersion
+from naiad.models import ModelState, ModelVersion
 from naiad.validation import validate_inputs, validate_outputs
 
 SERVER_NAME = "triton"
 
-EXTENSIONS = ("model_configuration", "binary_tensor_data", "parameters")
+EXTENSIONS = (
+    "sequence",
+    "model_repository",
+    "schedule_policy",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+)
 
 # Request parameters the server consumes; they never reach the model.
 _SCHEDULING_PARAMETERS = frozenset(
@@ -66,8 +74,10 @@ class DataPlane:
         strict_readiness: bool = True,
         logs: LogControl | None = None,
         statistics: bool = True,
+        explicit_model_control: bool = False,
     ) -> None:
         self.lifecycle = lifecycle
+        self.explicit_model_control = explicit_model_control
         self.version = version
         self.strict_readiness = strict_readiness
         self.logs = logs or LogControl()
@@ -124,6 +134,38 @@ class DataPlane:
 
     def model_config_json(self, name: str, version: str = "") -> str:
         return self.lifecycle.lookup(name, version).config_json
+
+    # -- model repository ----------------------------------------------------------------------
+
+    def repository_index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
+        """Triton's index: one entry per model version, name only for models never loaded."""
+        entries: list[dict[str, Any]] = []
+        for entry in self.lifecycle.index(include_unloaded=True):
+            if ready_only and entry.state is not ModelState.READY:
+                continue
+            item: dict[str, Any] = {"name": entry.name}
+            if entry.version is not None and entry.state is not None:
+                item["version"] = str(entry.version)
+                item["state"] = entry.state.value
+                if entry.reason:
+                    item["reason"] = entry.reason
+            entries.append(item)
+        return entries
+
+    async def load_model(self, name: str, config_json: str | None = None) -> None:
+        """Load or reload a model (explicit model-control mode only)."""
+        self._require_explicit_control()
+        override = model_config.config_from_json(config_json) if config_json else None
+        await asyncio.to_thread(self.lifecycle.load_model, name, override)
+
+    async def unload_model(self, name: str) -> None:
+        """Unload every version of a model (explicit model-control mode only)."""
+        self._require_explicit_control()
+        await asyncio.to_thread(self.lifecycle.unload_model, name)
+
+    def _require_explicit_control(self) -> None:
+        if not self.explicit_model_control:
+            raise unavailable("explicit model load / unload is not allowed if polling is enabled")
 
     # -- inference -----------------------------------------------------------------------------
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from naiad import config as model_config
-from naiad.errors import NaiadError, not_found, unavailable
+from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable
 from naiad.loading import LoadOptions, load_version, release_version
 from naiad.models import ModelState, ModelVersion
 from naiad.plugins import BackendRegistry
+from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.repository import ModelSource, discover_models
 
 logger = logging.getLogger(__name__)
@@ -54,15 +55,20 @@ class ModelLifecycle:
 
     # -- loading -------------------------------------------------------------------------------
 
-    def load_all(self) -> None:
-        """Load every model found in the repositories; failures stay local to their model."""
+    def load_all(self, only: Collection[str] | None = None) -> None:
+        """Load the models found in the repositories (those named in ``only``, ``*`` = all).
+
+        Failures stay local to their model.
+        """
         sources = discover_models(self._repositories)
+        if only is not None and "*" not in only:
+            sources = {name: source for name, source in sources.items() if name in only}
         with ThreadPoolExecutor(_LOADER_THREADS, thread_name_prefix="naiad-loader") as pool:
             for record in pool.map(self._load_model, sources.values()):
                 with self._lock:
                     self._records[record.name] = record
 
-    def _load_model(self, source: ModelSource) -> ModelRecord:
+    def _load_model(self, source: ModelSource, override: ModelConfig | None = None) -> ModelRecord:
         record = ModelRecord(source.name, source)
         if source.duplicates:
             places = ", ".join(str(path) for path in (source.path, *source.duplicates))
@@ -70,7 +76,12 @@ class ModelLifecycle:
             logger.error("%s", record.error, extra={"model": source.name})
             return record
         try:
-            config = model_config.read_model_config(source.path, model_name=source.name)
+            if override is None:
+                config = model_config.read_model_config(source.path, model_name=source.name)
+            else:
+                config = ModelConfig()
+                config.CopyFrom(override)
+                config.name = config.name or source.name
             model_config.detect_backend(config, source.path)
             record.backend = config.backend
             if not config.backend and not config.platform:
@@ -149,18 +160,28 @@ class ModelLifecycle:
         for loaded in versions:
             self._unload_version(loaded)
 
-    def load_model(self, name: str) -> None:
-        """(Re)load one model from the repositories: fresh versions (and statistics) replace the old ones."""
+    def load_model(self, name: str, config: ModelConfig | None = None) -> None:
+        """(Re)load one model, optionally with ``config`` instead of its config.pbtxt.
+
+        Fresh versions (and statistics) replace the old ones. Raises with Triton's texts when the
+        model is not in any repository or a version fails to load.
+        """
         source = discover_models(self._repositories).get(name)
         if source is None:
-            raise not_found(f"failed to load '{name}', failed to poll from model repository")
-        record = self._load_model(source)
+            raise NaiadError(f"failed to load '{name}', failed to poll from model repository", ErrorCode.INTERNAL)
+        record = self._load_model(source, config)
         with self._lock:
             previous = self._records.get(name)
             self._records[name] = record
         if previous is not None:
             for loaded in previous.versions.values():
                 self._unload_version(loaded)
+        if record.error:
+            raise invalid_arg(f"load failed for model '{name}': {record.error}")
+        failed = [loaded for _, loaded in sorted(record.versions.items()) if not loaded.ready]
+        if failed:
+            reasons = "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};\n" for v in failed)
+            raise invalid_arg(f"load failed for model '{name}': {reasons}")
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -178,13 +199,26 @@ class ModelLifecycle:
                     return False
         return True
 
-    def index(self) -> list[IndexEntry]:
+    def index(self, *, include_unloaded: bool = False) -> list[IndexEntry]:
+        """One entry per known version; models that never got a version have ``version`` None.
+
+        With ``include_unloaded``, models present in the repositories but never loaded are listed
+        too (state None), as the repository-index API does.
+        """
+        records = {record.name: record for record in self.records()}
+        names = set(records)
+        if include_unloaded:
+            names |= set(discover_models(self._repositories))
         entries: list[IndexEntry] = []
-        for record in sorted(self.records(), key=lambda r: r.name):
+        for name in sorted(names):
+            record = records.get(name)
+            if record is None:
+                entries.append(IndexEntry(name, None, None, ""))
+                continue
             if not record.versions:
-                entries.append(IndexEntry(record.name, None, ModelState.UNAVAILABLE, record.error))
+                entries.append(IndexEntry(name, None, ModelState.UNAVAILABLE, record.error))
             for version, loaded in sorted(record.versions.items()):
-                entries.append(IndexEntry(record.name, version, loaded.state, loaded.reason))
+                entries.append(IndexEntry(name, version, loaded.state, loaded.reason))
         return entries
 
     def ready_versions(self, name: str) -> list[ModelVersion]:

@@ -56,6 +56,8 @@ class ServerOptions:
     strict_readiness: bool = True
     exit_on_error: bool = False
     exit_timeout_secs: float = 30.0
+    model_control_mode: str = "none"
+    load_models: tuple[str, ...] = ()
     rate_limit: str = "off"
     rate_limit_resources: dict[tuple[str, int], int] = field(default_factory=dict)
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -88,6 +90,7 @@ class Server:
             strict_readiness=options.strict_readiness,
             logs=logs,
             statistics=options.collect_statistics,
+            explicit_model_control=options.model_control_mode == "explicit",
         )
         # Metrics: a registry of this server's own (never prometheus_client's global one).
         metrics = options.metrics
@@ -128,7 +131,8 @@ class Server:
         for frontend in frontends:
             await frontend.start()
         try:
-            await asyncio.to_thread(self.lifecycle.load_all)
+            only = set(self.options.load_models) if self.options.model_control_mode == "explicit" else None
+            await asyncio.to_thread(self.lifecycle.load_all, only)
             logger.info("models:\n%s", Trusted(model_table(self.lifecycle)))
             if self.options.exit_on_error and not self.lifecycle.all_ready():
                 raise StartupError("some models failed to load and --exit-on-error is true; see the errors above")

@@ -133,9 +133,6 @@ def test_model_config_protobuf_keeps_int64(client: grpcclient.InferenceServerCli
 @pytest.mark.parametrize(
     ("rpc", "request_message"),
     [
-        ("RepositoryIndex", service_pb2.RepositoryIndexRequest()),
-        ("RepositoryModelLoad", service_pb2.RepositoryModelLoadRequest(model_name="add_sub")),
-        ("RepositoryModelUnload", service_pb2.RepositoryModelUnloadRequest(model_name="add_sub")),
         ("SystemSharedMemoryStatus", service_pb2.SystemSharedMemoryStatusRequest()),
         ("SystemSharedMemoryRegister", service_pb2.SystemSharedMemoryRegisterRequest()),
         ("SystemSharedMemoryUnregister", service_pb2.SystemSharedMemoryUnregisterRequest()),

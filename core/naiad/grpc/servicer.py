@@ -91,6 +91,24 @@ class InferenceServicer:
                 entry.string_param = str(value)
         return response
 
+    async def repository_index(self, request: pb.RepositoryIndexRequest) -> pb.RepositoryIndexResponse:
+        entries = self._dataplane.repository_index(ready_only=request.ready)
+        return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**e) for e in entries])
+
+    async def repository_model_load(self, request: pb.RepositoryModelLoadRequest) -> pb.RepositoryModelLoadResponse:
+        parameters = request.parameters
+        if any(key.startswith("file:") for key in parameters):
+            raise unsupported("loading a model from 'file:' parameters is not supported by naiad yet")
+        config = parameters["config"].string_param if "config" in parameters else None
+        await self._dataplane.load_model(request.model_name, config)
+        return pb.RepositoryModelLoadResponse()
+
+    async def repository_model_unload(
+        self, request: pb.RepositoryModelUnloadRequest
+    ) -> pb.RepositoryModelUnloadResponse:
+        await self._dataplane.unload_model(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
+
     # -- streaming -----------------------------------------------------------------------------
 
     async def model_stream_infer(self, requests: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
@@ -110,6 +128,9 @@ class InferenceServicer:
             "ModelInfer": self.model_infer,
             "ModelStatistics": self.model_statistics,
             "LogSettings": self.log_settings,
+            "RepositoryIndex": self.repository_index,
+            "RepositoryModelLoad": self.repository_model_load,
+            "RepositoryModelUnload": self.repository_model_unload,
         }
         handlers: dict[str, Any] = {}
         for method in pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods:

@@ -16,6 +16,7 @@ from naiad.http.disconnect import until_disconnected
 from naiad.http.generate import generate_events, generate_once, prepare_generate
 from naiad.http.infer import InferRouter
 from naiad.http.observability import observability_routes
+from naiad.http.repository import repository_routes
 from naiad.http.status import http_status
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ def build_app(dataplane: DataPlane) -> InferRouter:
         Route("/v2/health/ready", ready, methods=["GET"]),
         Route("/v2", server_metadata, methods=["GET"]),
         *observability_routes(dataplane),
+        *repository_routes(dataplane),
     ]
     for suffix, endpoint, method in model_routes:
         routes.append(Route(f"/v2/models/{{model}}/versions/{{version:int}}{suffix}", endpoint, methods=[method]))

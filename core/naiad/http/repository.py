@@ -1,0 +1,80 @@
+"""The model-repository extension over HTTP: index, load and unload."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from naiad.dataplane import DataPlane
+from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.http.status import http_status
+
+
+def _error(error: NaiadError) -> Response:
+    return JSONResponse({"error": error.message}, status_code=http_status(error.code))
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    """The optional JSON object body of a repository request (empty body: ``{}``)."""
+    body = await request.body()
+    if not body.strip():
+        return {}
+    try:
+        document = json.loads(body)
+    except ValueError as error:
+        raise NaiadError(f"failed to parse the request JSON buffer: {error}") from None
+    if not isinstance(document, dict):
+        raise NaiadError("failed to parse the request JSON buffer: the document is not a JSON object")
+    return document
+
+
+def _parameters(document: dict[str, Any]) -> dict[str, Any]:
+    parameters = document.get("parameters", {})
+    if not isinstance(parameters, dict):
+        raise invalid_arg("'parameters' must be a JSON object")
+    return parameters
+
+
+def repository_routes(dataplane: DataPlane) -> list[Route]:
+    """POST /v2/repository/index and /v2/repository/models/{m}/load|unload."""
+
+    async def index(request: Request) -> Response:
+        try:
+            document = await _json_body(request)
+            ready = document.get("ready", False)
+            if not isinstance(ready, bool):
+                raise NaiadError("attempt to access JSON non-boolean as boolean")
+            return JSONResponse(dataplane.repository_index(ready_only=ready))
+        except NaiadError as error:
+            return _error(error)
+
+    async def load(request: Request) -> Response:
+        try:
+            parameters = _parameters(await _json_body(request))
+            if any(key.startswith("file:") for key in parameters):
+                raise unsupported("loading a model from 'file:' parameters is not supported by naiad yet")
+            config = parameters.get("config")
+            if config is not None and not isinstance(config, str):
+                raise invalid_arg("the 'config' parameter must be a string holding the model configuration as JSON")
+            await dataplane.load_model(request.path_params["model"], config)
+            return Response(b"", status_code=200)
+        except NaiadError as error:
+            return _error(error)
+
+    async def unload(request: Request) -> Response:
+        try:
+            _parameters(await _json_body(request))
+            await dataplane.unload_model(request.path_params["model"])
+            return Response(b"", status_code=200)
+        except NaiadError as error:
+            return _error(error)
+
+    return [
+        Route("/v2/repository/index", index, methods=["POST"]),
+        Route("/v2/repository/models/{model}/load", load, methods=["POST"]),
+        Route("/v2/repository/models/{model}/unload", unload, methods=["POST"]),
+    ]

@@ -1,0 +1,141 @@
+"""The model-repository extension: index, explicit load, unload and reload over HTTP and gRPC."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from naiad.testing import ModelRepositoryBuilder, ServerProcess
+
+DOUBLER = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", r.inputs()[0].as_numpy() * 2)]) for r in requests]
+"""
+
+BROKEN = """
+class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("weights file is corrupt")
+
+    def execute(self, requests):
+        return []
+"""
+
+CONFIG = """
+backend: "python"
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
+"""
+
+
+@pytest.fixture
+def repository(model_repository: ModelRepositoryBuilder) -> ModelRepositoryBuilder:
+    model_repository.add_python_model("doubler", DOUBLER, CONFIG)
+    model_repository.add_python_model("spare", DOUBLER, CONFIG)
+    model_repository.add_python_model("broken", BROKEN, CONFIG)
+    return model_repository
+
+
+def _double(client: Any, module: Any) -> np.ndarray:
+    tensor = module.InferInput("IN", [2], "FP32")
+    tensor.set_data_from_numpy(np.array([1.5, 2.0], dtype=np.float32))
+    return client.infer("doubler", [tensor]).as_numpy("OUT")
+
+
+def test_explicit_mode_loads_only_named_models_and_indexes_the_rest(
+    repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    server = naiad_server(repository.root, args=("--model-control-mode=explicit", "--load-model=doubler"))
+    client = httpclient.InferenceServerClient(server.http_url)
+    assert client.get_model_repository_index() == [
+        {"name": "broken"},
+        {"name": "doubler", "version": "1", "state": "READY"},
+        {"name": "spare"},
+    ]
+    assert not client.is_model_ready("spare")
+    client.load_model("spare")
+    assert client.is_model_ready("spare")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_unload_and_reload(
+    repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], protocol: str
+) -> None:
+    server = naiad_server(repository.root, args=("--model-control-mode=explicit", "--load-model=doubler"))
+    module: Any = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(server.http_url if protocol == "http" else server.grpc_url)
+    np.testing.assert_array_equal(_double(client, module), [3.0, 4.0])
+    client.unload_model("doubler")
+    assert not client.is_model_ready("doubler")
+    with pytest.raises(InferenceServerException, match="has no available versions"):
+        _double(client, module)
+    index = client.get_model_repository_index()
+    entries = (
+        index
+        if protocol == "http"
+        else [{"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in index.models]
+    )
+    doubler = next(entry for entry in entries if entry["name"] == "doubler")
+    assert (doubler["state"], doubler["reason"]) == ("UNAVAILABLE", "unloaded")
+    client.load_model("doubler")
+    np.testing.assert_array_equal(_double(client, module), [3.0, 4.0])
+
+
+def test_load_errors_match_triton(
+    repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    server = naiad_server(repository.root, args=("--model-control-mode=explicit",))
+    client = httpclient.InferenceServerClient(server.http_url)
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("broken")
+    assert caught.value.status() == "400"
+    assert caught.value.message().startswith("load failed for model 'broken': version 1 is at UNAVAILABLE state: ")
+    assert "weights file is corrupt" in caught.value.message()
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("nowhere")
+    assert (caught.value.status(), caught.value.message()) == (
+        "500",
+        "failed to load 'nowhere', failed to poll from model repository",
+    )
+    client.unload_model("nowhere")  # unloading an unknown model succeeds, as in Triton
+
+
+def test_load_with_a_config_override(
+    repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    server = naiad_server(repository.root, args=("--model-control-mode=explicit",))
+    client = httpclient.InferenceServerClient(server.http_url)
+    override = {
+        "backend": "python",
+        "max_batch_size": 4,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [2]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [2]}],
+    }
+    client.load_model("spare", config=json.dumps(override))
+    assert client.get_model_config("spare")["max_batch_size"] == 4
+
+
+def test_load_and_unload_are_refused_without_explicit_mode(
+    repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    server = naiad_server(repository.root)
+    client = httpclient.InferenceServerClient(server.http_url)
+    assert {"name": "doubler", "version": "1", "state": "READY"} in client.get_model_repository_index()
+    for call in (client.load_model, client.unload_model):
+        with pytest.raises(InferenceServerException) as caught:
+            call("doubler")
+        assert (caught.value.status(), caught.value.message()) == (
+            "503",
+            "explicit model load / unload is not allowed if polling is enabled",
+        )
