@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tritonclient.grpc.model_config_pb2 as triton_pb2
 
 from naiad.protocol import _pool, model_config_pb2
-
-triton_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,7 +119,6 @@ def test_naiad_alone_leaves_default_pool_empty() -> None:
 
 
 def test_generated_files_are_up_to_date() -> None:
-    pytest.importorskip("grpc_tools")
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "generate_protos.py"), "--check"],
         capture_output=True,

@@ -14,12 +14,11 @@ import sys
 from typing import Any
 
 import pytest
+import tritonclient.grpc.model_config_pb2 as triton_config
+import tritonclient.grpc.service_pb2 as triton_service
 from google.protobuf.descriptor import FieldDescriptor
 
 from naiad.protocol import _pool, grpc_service_pb2, health_pb2, model_config_pb2
-
-triton_service = pytest.importorskip("tritonclient.grpc.service_pb2")
-triton_config = pytest.importorskip("tritonclient.grpc.model_config_pb2")
 
 
 def _field(field: FieldDescriptor) -> dict[str, Any]:

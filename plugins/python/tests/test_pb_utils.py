@@ -176,7 +176,8 @@ def test_dlpack_rejections() -> None:
 
 
 def test_bf16_through_dlpack() -> None:
-    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import ml_dtypes
+
     values = np.array([1.0, -2.5, 3.0], dtype=ml_dtypes.bfloat16)
     bits = values.view(np.uint16)
 
