@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-import threading
 from collections.abc import Sequence
 
 from naiad.backend import ModelInstance
@@ -11,6 +10,7 @@ from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import InferenceRequest, InferenceResponse
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import execute_batch
+from naiad.scheduling.workers import WorkerThreads, unloading_error
 
 
 class DirectScheduler(Scheduler):
@@ -21,28 +21,24 @@ class DirectScheduler(Scheduler):
         self._instances = list(instances)
         self._decoupled = decoupled
         self._queue: queue.SimpleQueue[InferenceRequest | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
+        self._threads = WorkerThreads()
         self._accepting = False
 
     def start(self) -> None:
         self._accepting = True
         for instance_name, instance in self._instances:
-            thread = threading.Thread(target=self._work, args=(instance,), name=f"naiad-{instance_name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._threads.spawn(f"naiad-{instance_name}", self._work, instance)
 
     def submit(self, request: InferenceRequest) -> None:
         if not self._accepting:
-            raise NaiadError(f"model '{self._name}' is unloading and accepts no new requests", ErrorCode.UNAVAILABLE)
+            raise unloading_error(self._name)
         self._queue.put(request)
 
     def stop(self) -> None:
         self._accepting = False
-        for _ in self._threads:
+        for _ in range(len(self._threads)):
             self._queue.put(None)
-        for thread in self._threads:
-            thread.join()
-        self._threads.clear()
+        self._threads.join()
 
     def _work(self, instance: ModelInstance) -> None:
         while (request := self._queue.get()) is not None:

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from naiad.backend import ModelInstance
 from naiad.errors import ErrorCode, NaiadError
@@ -24,6 +24,7 @@ from naiad.scheduling.batch_former import (
 )
 from naiad.scheduling.execution import execute_batch
 from naiad.scheduling.ordering import OrderedRelease
+from naiad.scheduling.workers import WorkerThreads, unloading_error
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class DynamicScheduler(Scheduler):
         self._clock = clock
         self._ordering = OrderedRelease() if preserve_ordering else None
         self._condition = threading.Condition()
-        self._threads: list[threading.Thread] = []
+        self._threads = WorkerThreads()
         self._accepting = False
         self._stopping = False
         self.batch_sizes: Counter[int] = Counter()  # executed batches by row count
@@ -80,21 +81,14 @@ class DynamicScheduler(Scheduler):
     def start(self) -> None:
         self._accepting = True
         for instance_name, instance in self._instances:
-            self._spawn(f"naiad-{instance_name}", self._work, instance, instance_name)
+            self._threads.spawn(f"naiad-{instance_name}", self._work, instance, instance_name)
         if self._former.has_timeouts:
-            self._spawn(f"naiad-{self._name}-timeouts", self._apply_timeouts)
-
-    def _spawn(self, name: str, target: Callable[..., None], *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
+            self._threads.spawn(f"naiad-{self._name}-timeouts", self._apply_timeouts)
 
     def submit(self, request: InferenceRequest) -> None:
         with self._condition:
             if not self._accepting:
-                raise NaiadError(
-                    f"model '{self._name}' is unloading and accepts no new requests", ErrorCode.UNAVAILABLE
-                )
+                raise unloading_error(self._name)
             self._former.enqueue(request)
             if self._ordering is not None:
                 self._ordering.register(request.sender)
@@ -105,9 +99,7 @@ class DynamicScheduler(Scheduler):
             self._accepting = False
             self._stopping = True
             self._condition.notify_all()
-        for thread in self._threads:
-            thread.join()
-        self._threads.clear()
+        self._threads.join()
 
     def _work(self, instance: ModelInstance, instance_name: str) -> None:
         while (batch := self._next_batch()) is not None:

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,7 @@ from naiad.scheduling.sequence_controls import SequenceControls, controls_from_c
 from naiad.scheduling.sequence_slots import DirectSlots, OldestSlots, SlotBatch
 from naiad.scheduling.sequence_state import ImplicitState, states_from_config
 from naiad.scheduling.sequence_table import Entry, SequenceTable, SlotKey, backlog_timeout_error
+from naiad.scheduling.workers import WorkerThreads, unloading_error
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class SequenceScheduler(Scheduler):
         self._condition = threading.Condition(lock)  # workers: new work or a slot freed
         self._keeper = threading.Condition(lock)  # keeper: a timer may now be due sooner
         self._keeper_wakeup: int | None = None  # what the keeper sleeps until (None: no timer)
-        self._threads: list[threading.Thread] = []
+        self._threads = WorkerThreads()
         self._accepting = False
         self._stopping = False
         self.batch_sizes: Counter[int] = Counter()  # executed batches by row count (padding included)
@@ -105,20 +106,13 @@ class SequenceScheduler(Scheduler):
     def start(self) -> None:
         self._accepting = True
         for index, (instance_name, instance) in enumerate(self._instances):
-            self._spawn(f"naiad-{instance_name}", self._work, index, instance_name, instance)
-        self._spawn(f"naiad-{self._name}-sequences", self._keep)
-
-    def _spawn(self, name: str, target: Callable[..., None], *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
+            self._threads.spawn(f"naiad-{instance_name}", self._work, index, instance_name, instance)
+        self._threads.spawn(f"naiad-{self._name}-sequences", self._keep)
 
     def submit(self, request: InferenceRequest) -> None:
         with self._condition:
             if not self._accepting:
-                raise NaiadError(
-                    f"model '{self._name}' is unloading and accepts no new requests", ErrorCode.UNAVAILABLE
-                )
+                raise unloading_error(self._name)
             self._table.check(request)
             self._controls.check_id(request.correlation_id)
             placed = self._table.admit(request)
@@ -146,9 +140,7 @@ class SequenceScheduler(Scheduler):
             self._stopping = True
             self._condition.notify_all()
             self._keeper.notify()
-        for thread in self._threads:
-            thread.join()
-        self._threads.clear()
+        self._threads.join()
         leftover = [entry.request for backlog in self._table.backlogs for entry in backlog.entries]
         self._table.backlogs.clear()
         for request in leftover:
