@@ -32,8 +32,10 @@ def test_target_device_wins() -> None:
     assert choose_device(CORE, "CPU", 0, "AUTO", "m", "m_0") == "AUTO"
 
 
-@pytest.mark.skipif(bool(OPENVINO_GPUS), reason="this host has an OpenVINO GPU device")
 def test_gpu_instance_without_an_openvino_gpu_fails_clearly() -> None:
+    if OPENVINO_GPUS:  # this host has one: the instance gets it (checked in detail below)
+        assert choose_device(CORE, "GPU", 0, None, "m", "m_0").startswith("GPU")
+        return
     with pytest.raises(NaiadError) as raised:
         choose_device(CORE, "GPU", 0, None, "m", "m_0")
     assert raised.value.code == ErrorCode.UNAVAILABLE
