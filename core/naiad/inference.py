@@ -64,13 +64,12 @@ class ResponseSender:
     with ``final=True``. Calls after that raise, as in Triton's python backend.
     """
 
-    __slots__ = ("_closed", "_deliver", "_lock", "request", "sent")
+    __slots__ = ("_closed", "_deliver", "_lock", "request")
 
     def __init__(self, deliver: Callable[[ResponseEvent], None]) -> None:
         self._deliver = deliver
         self._closed = False
         self._lock = threading.Lock()
-        self.sent = 0
         self.request: InferenceRequest | None = None
 
     @property
@@ -87,8 +86,6 @@ class ResponseSender:
                 raise NaiadError("a response is required unless the final flag is set", ErrorCode.INVALID_ARG)
             if final:
                 self._closed = True
-            if response is not None:
-                self.sent += 1
         self._deliver(ResponseEvent(response, final))
 
     def is_cancelled(self) -> bool:
