@@ -11,8 +11,8 @@ variants so that load changes on the machine hit them alike:
    process's CPU time (``/proc/<pid>/stat``) they cost. Steady even on a busy machine;
 2. throughput and latency from perf_analyzer (which also reads the statistics around every
    window); noisy on small shared machines, so read it with the repeat-to-repeat spread in mind;
-3. the statistics path alone, in this process: tracking a request, the instrumented ``execute``
-   and the response relay, against the same path without them.
+3. the statistics path alone, in this process: tracking a request, the timed ``execute`` and the
+   response pipeline's statistics stage, against the same path without them.
 
     python benchmarks/metrics_overhead.py [--repeats 5] [--requests 4000] [--concurrency 4]
                                           [--protocols http grpc] [--skip-perf-analyzer]
@@ -40,9 +40,20 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from harness import Measurement, measure, median_of, print_table
 
-from naiad.backend import ModelInstance
-from naiad.inference import InferenceRequest, InferenceResponse, ResponseSender, Tensor
-from naiad.statistics import InstrumentedInstance, ModelStatistics
+from naiad.backend import (
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    InstanceRunner,
+    ModelConfig,
+    ModelInstance,
+    RequestedOutput,
+    ResponseSender,
+    Tensor,
+)
+from naiad.inference import Deliver
+from naiad.pipeline import build_pipeline
+from naiad.statistics import ModelStatistics
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
 
 IDENTITY = """
@@ -200,35 +211,42 @@ class _Answer(ModelInstance):
 
 
 _DATA = np.zeros(16, dtype=np.float32)
+_OUTPUTS = {"OUT": RequestedOutput("OUT")}
 
 
-def _request() -> InferenceRequest:
+def _request(pipeline: Deliver) -> InferenceRequest:
     tensor = Tensor("IN", "FP32", _DATA)
-    return InferenceRequest("identity", 1, {"IN": tensor}, ["OUT"], ResponseSender(lambda event: None))
+    return InferenceRequest("identity", 1, {"IN": tensor}, dict(_OUTPUTS), ResponseSender(lambda event: None, pipeline))
+
+
+def _runner(statistics: ModelStatistics | None) -> InstanceRunner:
+    context = InstanceContext("identity", 1, Path("identity"), "identity_0", "CPU", 0, ModelConfig(), "{}")
+    return InstanceRunner(context, _Answer(), decoupled=False, statistics=statistics)
 
 
 def per_request_cost(count: int = 50_000, rounds: int = 7) -> None:
     """CPU time of the request path with and without statistics, in-process.
 
-    Each round builds, executes and answers ``count`` requests one by one (few objects alive at a
-    time, as in the server); the difference between the two loops is what statistics cost.
+    Each round builds, executes (through the instance runner, as the schedulers do) and answers
+    ``count`` requests one by one (few objects alive at a time, as in the server); the difference
+    between the two loops is what statistics cost.
     """
-    bare = _Answer()
+    bare, bare_pipeline = _runner(None), build_pipeline([])
     stats = ModelStatistics("identity", 1)
-    instrumented = InstrumentedInstance(_Answer(), stats)
+    counted_runner, counted_pipeline = _runner(stats), build_pipeline([stats.stage()])
 
     def without() -> float:
         start = time.process_time_ns()
         for _ in range(count):
-            bare.execute((_request(),))
+            bare.execute((_request(bare_pipeline),))
         return (time.process_time_ns() - start) / count
 
     def with_statistics() -> float:
         start = time.process_time_ns()
         for _ in range(count):
-            request = _request()
+            request = _request(counted_pipeline)
             stats.track(request)
-            instrumented.execute((request,))
+            counted_runner.execute((request,))
         return (time.process_time_ns() - start) / count
 
     plain: list[float] = []

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from naiad.inference import InferenceRequest, ResponseEvent, ResponseSender, Tensor
+from naiad.backend import InferenceRequest, ResponseEvent, ResponseSender, Tensor
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
 from naiad.tensor_instance import TensorInstance
 

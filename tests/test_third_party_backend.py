@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 import naiad
 from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
-from naiad.inference import InferenceRequest, InferenceResponse, Tensor
+from naiad.backend import InferenceRequest, InferenceResponse, Tensor
 
 
 class ScaleModel(BackendModel):

@@ -1,4 +1,8 @@
-"""naiad: serve Triton model repositories over KServe v2 HTTP and gRPC, with backends as plugins."""
+"""naiad: serve Triton model repositories over KServe v2 HTTP and gRPC, with backends as plugins.
+
+The public API is :mod:`naiad.backend` (everything a backend uses), :mod:`naiad.testing` (test
+helpers) and :data:`hookimpl`. Every other module is internal and may change without notice.
+"""
 
 from naiad.hookspecs import hookimpl
 

@@ -15,6 +15,7 @@ from naiad.grpc.serving import COMPRESSION_LEVELS
 from naiad.http.serving import HTTP_SERVERS
 from naiad.logs import LOG_FORMATS, canonical_format, configure_logging
 from naiad.metrics import MetricsOptions, apply_metrics_config
+from naiad.plugins import DEFAULT_MAX_BATCH_SIZE_KEY
 from naiad.scheduling.rate_limiter import parse_resource
 from naiad.server import Server, ServerOptions, StartupError
 
@@ -41,10 +42,20 @@ def _port(value: str) -> int:
 
 
 def _backend_setting(value: str) -> tuple[str, str, str]:
-    backend, _, setting = value.partition(",")
+    """``<backend>,<key>=<value>``, or ``<key>=<value>`` for every backend (backend ``""``)."""
+    backend, comma, setting = value.partition(",")
+    if not comma or "=" in backend:
+        backend, setting = "", value
     key, equals, setting_value = setting.partition("=")
-    if not backend or not key or not equals:
-        raise argparse.ArgumentTypeError(f"expected <backend>,<key>=<value>, got '{value}'")
+    if not key or not equals:
+        raise argparse.ArgumentTypeError(f"expected [<backend>,]<key>=<value>, got '{value}'")
+    if key == DEFAULT_MAX_BATCH_SIZE_KEY:
+        try:
+            int(setting_value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{DEFAULT_MAX_BATCH_SIZE_KEY} must be an integer, got '{setting_value}' in '{value}'"
+            ) from None
     return backend, key, setting_value
 
 
@@ -131,7 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --model-control-mode=explicit, a model to load at startup (repeatable; * = all)",
     )
     serve.add_argument(
-        "--backend-config", type=_backend_setting, action="append", default=[], metavar="BACKEND,KEY=VALUE"
+        "--backend-config",
+        type=_backend_setting,
+        action="append",
+        default=[],
+        metavar="[BACKEND,]KEY=VALUE",
+        help="a backend setting; without BACKEND it applies to every backend (e.g. default-max-batch-size=8)",
     )
     serve.add_argument("--log-verbose", type=int, default=0, metavar="N")
     serve.add_argument("--log-info", type=_bool, default=True, metavar="BOOL")

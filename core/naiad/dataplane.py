@@ -1,33 +1,31 @@
 """The protocol-neutral data plane behind every frontend.
 
-HTTP and gRPC decode their wire formats, call these methods, and encode what comes back;
-every behaviour (lookups, validation, parameters, scheduling) is written once, here.
+HTTP and gRPC decode their wire formats, call these methods, and encode what comes back; every
+behaviour (lookups, validation, parameters, scheduling) is written once, here or in the
+:class:`~naiad.service.InferenceService` that admits requests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from naiad import config as model_config
-from naiad.errors import ErrorCode, NaiadError, invalid_arg, unavailable, unsupported
-from naiad.inference import (
-    SEQUENCE_END,
-    SEQUENCE_START,
-    InferenceRequest,
-    InferenceResponse,
-    ParameterValue,
-    ResponseEvent,
-    ResponseStream,
-    Tensor,
-)
+from naiad.backend_model import ModelInstance
+from naiad.errors import NaiadError, invalid_arg, unavailable, unsupported
+from naiad.inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput, ResponseEvent
 from naiad.lifecycle import ModelLifecycle
 from naiad.logs import LogControl
-from naiad.models import ModelState, ModelVersion
-from naiad.validation import validate_inputs, validate_outputs
+from naiad.models import ModelState, ServingModel
+from naiad.service import InferenceService
+from naiad.sinks import LoopInbox, LoopSink, single_response
+from naiad.tensor import Tensor
+
+logger = logging.getLogger(__name__)
 
 SERVER_NAME = "triton"
 
@@ -40,10 +38,7 @@ EXTENSIONS = (
     "parameters",
 )
 
-# Request parameters the server consumes; they never reach the model.
-_SCHEDULING_PARAMETERS = frozenset(
-    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output"}
-)
+_READINESS_TIMEOUT_S = 5.0  # an instance's is_ready() that takes longer counts as not ready
 
 
 class ServerState(enum.Enum):
@@ -54,21 +49,13 @@ class ServerState(enum.Enum):
     EXITING = "EXITING"
 
 
-@dataclass(slots=True)
-class PreparedRequest:
-    """A validated request and the stream its responses arrive on."""
-
-    model: ModelVersion
-    request: InferenceRequest
-    stream: ResponseStream
-
-
 class DataPlane:
     """Health, metadata, config and inference for every frontend."""
 
     def __init__(
         self,
-        lifecycle: ModelLifecycle,
+        service: InferenceService,
+        inbox: LoopInbox,
         version: str,
         *,
         strict_readiness: bool = True,
@@ -76,13 +63,15 @@ class DataPlane:
         statistics: bool = True,
         explicit_model_control: bool = False,
     ) -> None:
-        self.lifecycle = lifecycle
+        self.service = service
+        self.lifecycle: ModelLifecycle = service.lifecycle
+        self.inbox = inbox
         self.explicit_model_control = explicit_model_control
         self.version = version
         self.strict_readiness = strict_readiness
         self.logs = logs or LogControl()
         self.statistics = statistics
-        self.state = ServerState.STARTING
+        self._state = ServerState.STARTING
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -95,11 +84,20 @@ class DataPlane:
             return False
         return True
 
-    def _enter(self) -> None:
+    @property
+    def state(self) -> ServerState:
+        return self._state
+
+    @state.setter
+    def state(self, state: ServerState) -> None:
+        self._state = state
+        self.service.accepting = state is not ServerState.EXITING
+
+    def enter(self) -> None:
         self._in_flight += 1
         self._idle.clear()
 
-    def _leave(self) -> None:
+    def leave(self) -> None:
         self._in_flight -= 1
         if not self._in_flight:
             self._idle.set()
@@ -114,12 +112,16 @@ class DataPlane:
             return False
         return not self.strict_readiness or self.lifecycle.all_ready()
 
-    def model_ready(self, name: str, version: str = "") -> bool:
+    async def model_ready(self, name: str, version: str = "") -> bool:
+        """READY and every instance's ``is_ready()`` true; sync checks run off the event loop."""
         try:
             model = self.lifecycle.lookup(name, version)
         except NaiadError:
             return False
-        return all(instance.is_ready() for _, instance in model.instances)
+        for runner in model.instances:
+            if not await instance_ready(runner.instance):
+                return False
+        return True
 
     def server_metadata(self) -> dict[str, Any]:
         extensions = [*EXTENSIONS, "statistics", "logging"] if self.statistics else [*EXTENSIONS, "logging"]
@@ -169,95 +171,48 @@ class DataPlane:
 
     # -- inference -----------------------------------------------------------------------------
 
-    def prepare(
+    async def infer(
         self,
-        model: ModelVersion,
+        model: ServingModel,
         inputs: Sequence[Tensor],
-        requested_outputs: Sequence[str],
         *,
+        outputs: Sequence[RequestedOutput | str] = (),
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
-    ) -> PreparedRequest:
-        """Validate a decoded request and bind it to a response stream; nothing is queued yet."""
-        if self.state is ServerState.EXITING:
-            raise unavailable("Server not ready: it is shutting down")
-        signature = model.signature
-        assert signature is not None
-        validate_outputs(model.name, signature, requested_outputs)
-        batch_size = validate_inputs(model.name, signature, inputs, request_id)
-        stream = ResponseStream(asyncio.get_running_loop())
-        request = InferenceRequest(
-            model_name=model.name,
-            model_version=model.version,
-            inputs={tensor.name: tensor for tensor in inputs},
-            requested_outputs=list(requested_outputs) or list(signature.outputs),
-            sender=stream.sender,
-            id=request_id,
-            batch_size=batch_size,
-        )
-        _apply_parameters(request, parameters or {})
-        return PreparedRequest(model, request, stream)
+    ) -> InferenceResponse:
+        """Run a request of a non-decoupled model and return its single response.
 
-    def submit(self, prepared: PreparedRequest) -> None:
-        """Queue a prepared request on its model's scheduler (and count it in the model's statistics)."""
-        model = prepared.model
-        scheduler = model.scheduler
-        if scheduler is None:
-            raise unavailable(f"model '{model.name}' is not at ready state")
-        statistics = model.statistics
-        if statistics is None:
-            scheduler.submit(prepared.request)
-            return
-        tracker = statistics.track(prepared.request)
-        try:
-            scheduler.submit(prepared.request)
-        except Exception as error:
-            statistics.refused(tracker, error if isinstance(error, NaiadError) else NaiadError(str(error)))
-            raise
-
-    async def stream(self, prepared: PreparedRequest) -> AsyncIterator[ResponseEvent]:
-        """Queue a request of any model and yield its events until the final one.
-
-        Decoupled models may yield many responses, none, or a flag-only final event
-        (``event.response is None``). If the consumer stops early (client gone, call
-        cancelled) the request is cancelled: dropped if still queued, flagged if running.
+        Cancelling the awaiting task cancels the request.
         """
-        self.submit(prepared)
-        self._enter()
+        sink = LoopSink(self.inbox)
+        request = self.service.submit(
+            model, inputs, sink, outputs=outputs, request_id=request_id, parameters=parameters
+        )
+        self.enter()
         try:
-            while True:
-                event = await prepared.stream.next_event()
-                yield event
-                if event.final:
-                    return
-        finally:
-            if not prepared.request.sender.closed:
-                prepared.request.cancel()
-            self._leave()
-
-    async def infer(self, prepared: PreparedRequest) -> InferenceResponse:
-        """Run a request of a non-decoupled model and return its single response."""
-        signature = prepared.model.signature
-        assert signature is not None
-        if signature.decoupled:
-            raise unsupported(
-                f"model '{prepared.model.name}' uses the decoupled transaction policy and may send "
-                "any number of responses; use gRPC ModelStreamInfer or /generate_stream instead"
-            )
-        self.submit(prepared)
-        self._enter()
-        try:
-            event = await prepared.stream.next_event()
+            event = await sink.next_event()
         except asyncio.CancelledError:
-            prepared.request.cancel()
+            request.cancel()
             raise
         finally:
-            self._leave()
-        if event.response is None:
-            raise NaiadError(f"model '{prepared.model.name}' sent a final flag without a response", ErrorCode.INTERNAL)
-        if event.response.error is not None:
-            raise event.response.error
-        return event.response
+            self.leave()
+        return single_response(event)
+
+    def open_stream(
+        self,
+        model: ServingModel,
+        inputs: Sequence[Tensor],
+        *,
+        outputs: Sequence[RequestedOutput | str] = (),
+        request_id: str = "",
+        parameters: Mapping[str, ParameterValue] | None = None,
+    ) -> ResponseStream:
+        """Queue a request of any model now (refusals raise here); iterate the stream for its events."""
+        sink = LoopSink(self.inbox)
+        request = self.service.submit(
+            model, inputs, sink, outputs=outputs, request_id=request_id, parameters=parameters
+        )
+        return ResponseStream(self, request, sink)
 
     # -- statistics and logging extensions -----------------------------------------------------
 
@@ -266,11 +221,9 @@ class DataPlane:
         if not self.statistics:
             raise unsupported("statistics are not collected by this server (--collect-statistics=false)")
         if not name:
+            serving = self.lifecycle.serving()
             versions = [
-                loaded
-                for record in sorted(self.lifecycle.records(), key=lambda record: record.name)
-                for _, loaded in sorted(record.versions.items())
-                if loaded.ready
+                model for model_name in sorted(serving) for _, model in sorted(serving[model_name].by_version.items())
             ]
         else:
             try:
@@ -280,10 +233,10 @@ class DataPlane:
             if not versions:
                 raise invalid_arg(f"requested model '{name}' is not available")
             if version:
-                versions = [loaded for loaded in versions if loaded.version == int(version)]
+                versions = [model for model in versions if model.version == int(version)]
                 if not versions:
                     raise invalid_arg(f"requested model version is not available for model '{name}'")
-        return {"model_stats": [loaded.statistics.snapshot().to_json() for loaded in versions if loaded.statistics]}
+        return {"model_stats": [model.statistics.snapshot().to_json() for model in versions if model.statistics]}
 
     def log_settings(self) -> dict[str, Any]:
         """The logging extension's settings object."""
@@ -294,28 +247,42 @@ class DataPlane:
         return self.logs.update(changes)
 
 
-def _apply_parameters(request: InferenceRequest, parameters: Mapping[str, ParameterValue]) -> None:
-    """Move scheduling parameters onto the request; keep custom ones for the model."""
-    for key, value in parameters.items():
-        if key.startswith("triton_"):
-            raise invalid_arg(
-                "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
-            )
-        if key not in _SCHEDULING_PARAMETERS:
-            request.parameters[key] = value
-    sequence_id = parameters.get("sequence_id", 0)
-    if isinstance(sequence_id, bool) or not isinstance(sequence_id, int | str):
-        raise invalid_arg("parameter 'sequence_id' must be an unsigned integer or a string")
-    request.correlation_id = sequence_id
-    request.flags = (SEQUENCE_START if parameters.get("sequence_start") is True else 0) | (
-        SEQUENCE_END if parameters.get("sequence_end") is True else 0
-    )
-    request.priority = _unsigned(parameters, "priority")
-    request.timeout_us = _unsigned(parameters, "timeout")
+async def instance_ready(instance: ModelInstance) -> bool:
+    """An instance's own readiness, never blocking the loop: async checks are awaited, sync ones run
+    on a thread; an error or a check slower than 5 s counts as not ready."""
+    method = instance.is_ready
+    if getattr(type(instance), "is_ready", None) is ModelInstance.is_ready:
+        return True  # the default: nothing to ask
+    try:
+        if inspect.iscoroutinefunction(method):
+            return bool(await asyncio.wait_for(method(), _READINESS_TIMEOUT_S))
+        return bool(await asyncio.wait_for(asyncio.to_thread(method), _READINESS_TIMEOUT_S))
+    except Exception:
+        logger.warning("an is_ready() check failed or took longer than %.0f s", _READINESS_TIMEOUT_S, exc_info=True)
+        return False
 
 
-def _unsigned(parameters: Mapping[str, ParameterValue], key: str) -> int:
-    value = parameters.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise invalid_arg(f"parameter '{key}' must be an unsigned integer, got {value!r}")
-    return value
+class ResponseStream:
+    """The events of a queued request, for a frontend that relays each one."""
+
+    def __init__(self, dataplane: DataPlane, request: InferenceRequest, sink: LoopSink) -> None:
+        self._dataplane = dataplane
+        self._request = request
+        self._sink = sink
+
+    async def events(self) -> AsyncIterator[ResponseEvent]:
+        """Every event up to the final one. Decoupled models may yield many responses, none, or a
+        flag-only final event (``event.response is None``). If the consumer stops early (client
+        gone, call cancelled) the request is cancelled: dropped if still queued, flagged if running."""
+        self._dataplane.enter()
+        try:
+            async for event in self._sink.events():
+                yield event
+        finally:
+            self.close()
+            self._dataplane.leave()
+
+    def close(self) -> None:
+        """Cancel the request unless it has finished (call when giving up on its events)."""
+        if not self._request.sender.closed:
+            self._request.cancel()

@@ -1,24 +1,31 @@
 """Protocol-neutral inference requests, responses and the response sender.
 
-Frontends decode the wire format into an :class:`InferenceRequest`, the scheduler hands
-batches of them to a backend instance, and the backend answers each request through its
-:class:`ResponseSender`, possibly from another thread and possibly many times (decoupled
-models). Tensors are numpy arrays end to end.
+Whoever submits a request (a frontend, a backend calling another model, an embedding program)
+hands :meth:`naiad.service.InferenceService.submit` its inputs and a response sink; the scheduler
+hands batches of the resulting :class:`InferenceRequest` objects to a backend instance, and the
+backend answers each request through ``request.sender``, possibly from another thread and possibly
+many times (decoupled models). Each response then passes the model version's response pipeline
+(:mod:`naiad.pipeline`) on its way to the sink.
+
+The request holds its sender; the sender holds nothing of the request (its cancellation token is
+shared, not reached through a back-reference), so a finished request is freed by reference counting
+alone.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy.typing as npt
-
+from naiad.cancellation import CancellationToken
 from naiad.errors import ErrorCode, NaiadError
+from naiad.tensor import Tensor
+
+if TYPE_CHECKING:
+    from naiad.statistics import RequestTracker
 
 ParameterValue = str | int | float | bool
 
@@ -27,17 +34,33 @@ SEQUENCE_START = 1
 SEQUENCE_END = 2
 
 
-@dataclass(slots=True)
-class Tensor:
-    """A named tensor: a numpy array plus its Triton datatype (wire name, e.g. ``FP32``)."""
+class OutputDestination(Protocol):
+    """Where a requested output is written instead of travelling in the response body.
+
+    The response pipeline calls :meth:`write` on the thread that sent the response; the frontend
+    then reports :meth:`parameters` for that output in place of its data.
+    """
+
+    def write(self, tensor: Tensor) -> None:
+        """Copy ``tensor`` into the destination; raise :class:`NaiadError` if it does not fit."""
+
+    def parameters(self) -> Mapping[str, ParameterValue]:
+        """What the response says about the output instead of its data."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedOutput:
+    """One output a request asks for, and how it wants it.
+
+    ``binary`` is HTTP's ``binary_data`` (None: the request's ``binary_data_output`` default);
+    ``classification`` asks for the top-k classes instead of the tensor (0: the tensor itself);
+    ``destination`` receives the data instead of the response body.
+    """
 
     name: str
-    datatype: str
-    data: npt.NDArray[Any]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(int(dim) for dim in self.data.shape)
+    binary: bool | None = None
+    classification: int = 0
+    destination: OutputDestination | None = None
 
 
 @dataclass(slots=True)
@@ -57,20 +80,58 @@ class ResponseEvent:
     final: bool
 
 
-class ResponseSender:
-    """Delivers a request's responses from any thread to the coroutine waiting for them.
+class ResponseSink(Protocol):
+    """Receives the response events of one request, from any thread (see :mod:`naiad.sinks`)."""
 
-    ``send`` may be called any number of times; the request is complete after the call
-    with ``final=True``. Calls after that raise, as in Triton's python backend.
+    def deliver(self, event: ResponseEvent) -> None: ...
+
+
+Deliver = Callable[["ResponseSender", ResponseEvent], None]
+"""A response pipeline: takes a sender and one of its events, ends by calling ``sender.sink``."""
+
+
+def to_sink(sender: ResponseSender, event: ResponseEvent) -> None:
+    """The end of every response pipeline."""
+    sender.sink.deliver(event)
+
+
+class ResponseSender:
+    """Sends one request's responses into its model version's response pipeline; thread-safe.
+
+    ``send`` may be called any number of times; the request is complete after the call with
+    ``final=True``. Calls after that raise, as in Triton's python backend. The slots after
+    ``cancellation`` carry each pipeline stage's per-request state.
     """
 
-    __slots__ = ("_closed", "_deliver", "_lock", "request")
+    __slots__ = (
+        "_closed",
+        "_lock",
+        "_pipeline",
+        "cancellation",
+        "client_outputs",
+        "destinations",
+        "place",
+        "sink",
+        "state_slot",
+        "tracker",
+    )
 
-    def __init__(self, deliver: Callable[[ResponseEvent], None]) -> None:
-        self._deliver = deliver
+    def __init__(
+        self,
+        sink: ResponseSink | Callable[[ResponseEvent], None],
+        pipeline: Deliver = to_sink,
+        cancellation: CancellationToken | None = None,
+    ) -> None:
+        self.sink: ResponseSink = sink if hasattr(sink, "deliver") else _CallableSink(sink)
+        self._pipeline = pipeline
         self._closed = False
         self._lock = threading.Lock()
-        self.request: InferenceRequest | None = None
+        self.cancellation = cancellation or CancellationToken()
+        self.tracker: RequestTracker | None = None  # statistics
+        self.place = -1  # ordering: the request's place in arrival order
+        self.state_slot: Any = None  # implicit state: the sequence slot whose state it updates
+        self.client_outputs: frozenset[str] = frozenset()  # implicit state: what the client asked for
+        self.destinations: Mapping[str, OutputDestination] | None = None  # outputs written elsewhere
 
     @property
     def closed(self) -> bool:
@@ -78,66 +139,45 @@ class ResponseSender:
         return self._closed
 
     def send(self, response: InferenceResponse | None = None, *, final: bool = False) -> None:
-        """Send a response and/or the final flag; thread-safe."""
+        """Send a response and/or the final flag."""
+        if response is None and not final:
+            raise NaiadError("a response is required unless the final flag is set", ErrorCode.INVALID_ARG)
         with self._lock:
             if self._closed:
                 raise NaiadError("Response sender has been closed.", ErrorCode.INTERNAL)
-            if response is None and not final:
-                raise NaiadError("a response is required unless the final flag is set", ErrorCode.INVALID_ARG)
             if final:
                 self._closed = True
-        self._deliver(ResponseEvent(response, final))
+        self._pipeline(self, ResponseEvent(response, final))
 
     def is_cancelled(self) -> bool:
         """True when the client went away or cancelled the request."""
-        return self.request is not None and self.request.is_cancelled()
-
-    def relay_through(self, relay: Callable[[ResponseEvent, Callable[[ResponseEvent], None]], None]) -> None:
-        """Pass every event through ``relay(event, deliver)`` (e.g. to hold responses back in order)."""
-        deliver = self._deliver
-        self._deliver = lambda event: relay(event, deliver)
+        return self.cancellation.cancelled
 
 
-class ResponseStream:
-    """The event-loop side of a sender: the events a request produced, awaited in order."""
+class _CallableSink:
+    """A plain function used as a sink."""
 
-    __slots__ = ("_events", "_loop", "_waiter", "sender")
+    __slots__ = ("deliver",)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._events: deque[ResponseEvent] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        self.sender = ResponseSender(self._deliver)
-
-    def _deliver(self, event: ResponseEvent) -> None:
-        self._loop.call_soon_threadsafe(self._arrive, event)
-
-    def _arrive(self, event: ResponseEvent) -> None:
-        self._events.append(event)
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def next_event(self) -> ResponseEvent:
-        """Wait for the next event from the backend."""
-        while not self._events:
-            self._waiter = self._loop.create_future()
-            await self._waiter
-        return self._events.popleft()
+    def __init__(self, deliver: Callable[[ResponseEvent], None]) -> None:
+        self.deliver = deliver
 
 
 @dataclass(slots=True, eq=False)
 class InferenceRequest:
     """One validated request for one model version.
 
-    ``requested_outputs`` is never empty once the data plane has resolved it: a client
-    that asked for no outputs gets every output of the config. ``batch_size`` is the
-    request's leading dimension for batching models, else 1.
+    ``requested_outputs`` maps each output the backend must produce to how it was asked for;
+    iterating it gives the names. A client that asked for no outputs gets every output of the
+    config. ``batch_size`` is the request's leading dimension for batching models, else 1.
+    A backend reports when its computation started and ended with :meth:`report_compute`; the
+    time before is counted as compute input, the time after as compute output.
     """
 
     model_name: str
     model_version: int
     inputs: dict[str, Tensor]
-    requested_outputs: list[str]
+    requested_outputs: dict[str, RequestedOutput]
     sender: ResponseSender
     id: str = ""
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
@@ -147,17 +187,36 @@ class InferenceRequest:
     timeout_us: int = 0
     batch_size: int = 1
     arrival_ns: int = field(default_factory=time.monotonic_ns)
-    cancelled: bool = False  # one writer (the event loop), readers on any thread
+    compute_start_ns: int = 0
+    compute_end_ns: int = 0
 
-    def __post_init__(self) -> None:
-        self.sender.request = self
+    @property
+    def cancellation(self) -> CancellationToken:
+        """The token shared with the sender; add a callback to hear of cancellation at once."""
+        return self.sender.cancellation
+
+    @property
+    def cancelled(self) -> bool:
+        return self.sender.cancellation.cancelled
 
     def cancel(self) -> None:
-        """Mark the request cancelled; schedulers drop it, running backends may notice."""
-        self.cancelled = True
+        """Cancel the request; schedulers drop it, running backends may notice."""
+        self.sender.cancellation.cancel()
 
     def is_cancelled(self) -> bool:
-        return self.cancelled
+        return self.sender.cancellation.cancelled
+
+    def report_compute(self, start_ns: int, end_ns: int) -> None:
+        """When the backend's computation for this request started and ended (``time.monotonic_ns``)."""
+        self.compute_start_ns = start_ns
+        self.compute_end_ns = end_ns
+
+
+def report_compute(requests: Sequence[InferenceRequest], start_ns: int, end_ns: int) -> None:
+    """:meth:`InferenceRequest.report_compute` for every request of a batch."""
+    for request in requests:
+        request.compute_start_ns = start_ns
+        request.compute_end_ns = end_ns
 
 
 def error_response(error: NaiadError) -> InferenceResponse:

@@ -1,24 +1,47 @@
-"""Loading one model version: backend load, config completion, instances, scheduler."""
+"""Loading one model version: backend load, config completion, instances, scheduler, pipeline.
+
+The steps, each a seam a backend can take part in::
+
+    naiad_backend_initialize (first model of the backend)
+    naiad_load_model          -> BackendModel (may complete the config)
+    fill defaults, validate
+    BackendModel.configured   (the config is final)
+    naiad_create_instance     -> ModelInstance, once per instance
+    naiad_create_scheduler    -> Scheduler (naiad's own unless the backend brings one)
+    response pipeline         (the scheduler's stages, statistics, destinations, sink)
+
+The result is an immutable :class:`~naiad.models.ServingModel`; on any failure everything made so
+far is released and the version is UNAVAILABLE with the reason.
+"""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from naiad import config as model_config
-from naiad.backend import InstanceContext, ModelInstance, ModelLoadContext
+from naiad.backend_model import BackendModel, ModelInstance
+from naiad.contexts import InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.errors import ErrorCode, NaiadError
+from naiad.inference import RequestedOutput
 from naiad.logs import bind_threads, model_context, unbind_dead_threads
-from naiad.models import ModelSignature, ModelState, ModelVersion
-from naiad.plugins import BackendRegistry
+from naiad.models import ModelSignature, ModelState, ServingModel, VersionStatus
+from naiad.pipeline import ResponseStage, build_pipeline
+from naiad.plugins import Backend, BackendRegistry
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup, ModelRateLimiter
-from naiad.scheduling import build_scheduler
-from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimitedInstance, RateLimiter, ResourceNeeds
-from naiad.statistics import InstrumentedInstance, ModelStatistics, StatisticsOptions
+from naiad.scheduling.base import Scheduler
+from naiad.scheduling.execution import InstanceRunner, RateLimit
+from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimiter, ResourceNeeds
+from naiad.statistics import ModelStatistics, StatisticsOptions
+
+if TYPE_CHECKING:
+    from naiad.server_handle import ServerHandle
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +58,6 @@ class LoadOptions:
 
     auto_complete: bool = True
     gpu_count: int = 0
-    backend_config: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     rate_limiter: RateLimiter | None = None
     statistics: StatisticsOptions | None = field(default_factory=StatisticsOptions)  # None: collect none
 
@@ -46,101 +68,238 @@ def load_version(
     base_config: ModelConfig,
     version: int,
     options: LoadOptions,
-) -> ModelVersion:
-    """Load ``version`` of the model in ``model_dir``; the result is READY or UNAVAILABLE."""
+    server: ServerHandle | None = None,
+) -> VersionStatus:
+    """Load ``version`` of the model in ``model_dir``; the result is READY or UNAVAILABLE.
+
+    ``server`` is the handle backends get in their contexts (and whose loop runs async instances).
+    """
     name = base_config.name
-    loaded = ModelVersion(name, version)
+    status = VersionStatus(name, version)
     started = time.monotonic()
+    loader = VersionLoader(registry, model_dir, version, options, server)
     try:
         with model_context(name, version):
-            _load_into(loaded, registry, model_dir, base_config, options)
+            serving = loader.load(base_config)
     except Exception as error:
-        loaded.reason = error.message if isinstance(error, NaiadError) else f"{type(error).__name__}: {error}"
-        loaded.state = ModelState.UNAVAILABLE
-        logger.error("model '%s' version %d failed to load: %s", name, version, loaded.reason)
+        status.reason = error.message if isinstance(error, NaiadError) else f"{type(error).__name__}: {error}"
+        status.state = ModelState.UNAVAILABLE
+        logger.error("model '%s' version %d failed to load: %s", name, version, status.reason)
         if not isinstance(error, NaiadError):
             logger.debug("traceback of the load failure of model '%s'", name, exc_info=error)
-        release_version(loaded)
-        return loaded
-    if loaded.statistics is not None:
-        loaded.statistics.load_seconds = time.monotonic() - started
-    loaded.state = ModelState.READY
-    return loaded
+        with model_context(name, version):
+            loader.release(name)
+        return status
+    if serving.statistics is not None:
+        serving.statistics.load_seconds = time.monotonic() - started
+    status.serving = serving
+    status.state = ModelState.READY
+    return status
 
 
-def _load_into(
-    loaded: ModelVersion,
-    registry: BackendRegistry,
-    model_dir: Path,
-    base_config: ModelConfig,
-    options: LoadOptions,
-) -> None:
-    config = ModelConfig()
-    config.CopyFrom(base_config)
-    backend = registry.get(config.backend)
-    context = ModelLoadContext(
-        model_name=config.name,
-        version=loaded.version,
-        model_dir=model_dir,
-        config=config,
-        auto_complete=options.auto_complete,
-        backend_config=dict(options.backend_config.get(config.backend, {})),
-    )
-    loaded.backend_model = backend.load_model(context)
-    model_config.fill_defaults(config, gpu_count=options.gpu_count)
-    model_config.validate_config(config, gpu_count=options.gpu_count)
-    loaded.config = config
-    loaded.config_json = model_config.config_to_json(config)
-    loaded.signature = ModelSignature.from_config(config)
-    if options.statistics is not None:
-        loaded.statistics = ModelStatistics(
+class VersionLoader:
+    """Builds one version step by step and knows what to release if a step fails."""
+
+    def __init__(
+        self,
+        registry: BackendRegistry,
+        model_dir: Path,
+        version: int,
+        options: LoadOptions,
+        server: ServerHandle | None,
+    ) -> None:
+        self._registry = registry
+        self._model_dir = model_dir
+        self._version = version
+        self._options = options
+        self._server = server
+        self._backend_model: BackendModel | None = None
+        self._runners: list[InstanceRunner] = []
+        self._scheduler: Scheduler | None = None
+
+    def load(self, base_config: ModelConfig) -> ServingModel:
+        options = self._options
+        config = ModelConfig()
+        config.CopyFrom(base_config)
+        backend = self._registry.initialized(config.backend, self._server)
+        settings = self._registry.settings
+        context = ModelLoadContext(
+            model_name=config.name,
+            version=self._version,
+            model_dir=self._model_dir,
+            config=config,
+            auto_complete=options.auto_complete,
+            backend_config=settings.for_backend(config.backend),
+            default_max_batch_size=settings.default_max_batch_size(config.backend),
+            server=self._server,
+        )
+        self._backend_model = backend_model = backend.load_model(context)
+        table = self._registry.table()
+        model_config.fill_defaults(config, gpu_count=options.gpu_count, backends=table)
+        model_config.validate_config(config, gpu_count=options.gpu_count, backends=table)
+        backend_model.configured(config)
+        config_json = model_config.config_to_json(config)
+        signature = ModelSignature.from_config(config)
+        statistics = self._statistics(config, signature)
+        self._create_instances(backend, config, config_json, signature, statistics)
+        scheduler_context = SchedulerContext(
+            model_name=config.name,
+            version=self._version,
+            model_dir=self._model_dir,
+            config=config,
+            instances=self._runners,
+            decoupled=signature.decoupled,
+            server=self._server,
+            statistics=statistics,
+        )
+        self._scheduler = scheduler = backend.create_scheduler(backend_model, scheduler_context)
+        stages: list[ResponseStage] = list(scheduler.stages())
+        if statistics is not None:
+            stages.append(statistics.stage())
+        pipeline = build_pipeline(stages)
+        self._start(scheduler, config)
+        return ServingModel(
+            name=config.name,
+            version=self._version,
+            backend=config.backend,
+            config=config,
+            config_json=config_json,
+            signature=signature,
+            backend_model=backend_model,
+            instances=tuple(self._runners),
+            scheduler=scheduler,
+            statistics=statistics,
+            pipeline=pipeline,
+            default_outputs={name: RequestedOutput(name) for name in signature.outputs},
+        )
+
+    def _statistics(self, config: ModelConfig, signature: ModelSignature) -> ModelStatistics | None:
+        if self._options.statistics is None:
+            return None
+        return ModelStatistics(
             config.name,
-            loaded.version,
-            decoupled=loaded.signature.decoupled,
-            options=options.statistics,
+            self._version,
+            decoupled=signature.decoupled,
+            options=self._options.statistics,
             first_response_buckets_ms=_first_response_buckets(config),
         )
-    for group in config.instance_group:
-        devices = list(group.gpus) if group.kind == ModelInstanceGroup.KIND_GPU else [0]
-        placements = [device for device in devices for _ in range(group.count)]
-        for index, device in enumerate(placements):
-            instance_name = f"{group.name}_{index}"
-            instance_context = InstanceContext(
-                model_name=config.name,
-                version=loaded.version,
-                model_dir=model_dir,
-                name=instance_name,
-                kind=_KIND_NAMES[group.kind],
-                device_id=device,
-                config=config,
-                config_json=loaded.config_json,
+
+    def _create_instances(
+        self,
+        backend: Backend,
+        config: ModelConfig,
+        config_json: str,
+        signature: ModelSignature,
+        statistics: ModelStatistics | None,
+    ) -> None:
+        options = self._options
+        for group_index, group in enumerate(config.instance_group):
+            devices = list(group.gpus) if group.kind == ModelInstanceGroup.KIND_GPU else [0]
+            placements = [device for device in devices for _ in range(group.count)]
+            for index, device in enumerate(placements):
+                context = InstanceContext(
+                    model_name=config.name,
+                    version=self._version,
+                    model_dir=self._model_dir,
+                    name=f"{group.name}_{index}",
+                    kind=_KIND_NAMES[group.kind],
+                    device_id=device,
+                    config=config,
+                    config_json=config_json,
+                    group=group.name,
+                    group_index=group_index,
+                    index=index,
+                    profiles=tuple(group.profile),
+                    server=self._server,
+                )
+                assert self._backend_model is not None
+                instance = backend.create_instance(self._backend_model, context)
+                rate_limit = None
+                if options.rate_limiter is not None and group.HasField("rate_limiter"):
+                    rate_limit = RateLimit(options.rate_limiter, _resource_needs(group.rate_limiter, device))
+                try:
+                    runner = InstanceRunner(
+                        context,
+                        instance,
+                        decoupled=signature.decoupled,
+                        statistics=statistics,
+                        rate_limit=rate_limit,
+                        loop=self._server.loop if self._server is not None and _is_async(instance) else None,
+                    )
+                except BaseException:
+                    _finalize_instance(instance, context.name, config.name)
+                    raise
+                self._runners.append(runner)
+                if statistics is not None and group.kind == ModelInstanceGroup.KIND_GPU:
+                    statistics.gpu_devices.add(device)
+        if not self._runners:
+            raise NaiadError(
+                f"model '{config.name}' has no instances to run: every instance_group has count 0",
+                ErrorCode.INVALID_ARG,
             )
-            instance: ModelInstance = backend.create_instance(loaded.backend_model, instance_context)
-            if loaded.statistics is not None:  # inside the rate limiter: waiting for resources is queue time
-                instance = InstrumentedInstance(instance, loaded.statistics)
-                if group.kind == ModelInstanceGroup.KIND_GPU:
-                    loaded.statistics.gpu_devices.add(device)
-            if options.rate_limiter is not None and group.HasField("rate_limiter"):
-                needs = _resource_needs(group.rate_limiter, device)
-                instance = RateLimitedInstance(instance, options.rate_limiter, needs, config.name)
-            loaded.instances.append((instance_name, instance))
-    if not loaded.instances:
-        raise NaiadError(
-            f"model '{config.name}' has no instances to run: every instance_group has count 0",
-            ErrorCode.INVALID_ARG,
+
+    def _start(self, scheduler: Scheduler, config: ModelConfig) -> None:
+        before = set(threading.enumerate())
+        scheduler.start()
+        # The scheduler's worker threads log on behalf of this version (e.g. each batch at --log-verbose 1).
+        names = [config.name, *(runner.name for runner in self._runners)]
+        bind_threads(
+            (
+                thread
+                for thread in threading.enumerate()
+                if thread not in before and any(n in thread.name for n in names)
+            ),
+            config.name,
+            self._version,
         )
-    loaded.scheduler = build_scheduler(
-        config, loaded.instances, decoupled=loaded.signature.decoupled, model_dir=model_dir
-    )
-    before = set(threading.enumerate())
-    loaded.scheduler.start()
-    # The scheduler's worker threads log on behalf of this version (e.g. each batch at --log-verbose 1).
-    names = [config.name, *(instance_name for instance_name, _ in loaded.instances)]
-    bind_threads(
-        (thread for thread in threading.enumerate() if thread not in before and any(n in thread.name for n in names)),
-        config.name,
-        loaded.version,
-    )
+
+    def release(self, name: str) -> None:
+        """Stop the scheduler, then finalize the instances and the model; failures are logged."""
+        release_parts(name, self._version, self._scheduler, self._runners, self._backend_model)
+        self._scheduler = None
+        self._runners = []
+        self._backend_model = None
+
+
+def release_version(serving: ServingModel) -> None:
+    """Stop the scheduler (finishing accepted requests), then finalize instances and model."""
+    with model_context(serving.name, serving.version):
+        release_parts(serving.name, serving.version, serving.scheduler, serving.instances, serving.backend_model)
+
+
+def release_parts(
+    name: str,
+    version: int,
+    scheduler: Scheduler | None,
+    runners: Sequence[InstanceRunner],
+    model: BackendModel | None,
+) -> None:
+    """Stop ``scheduler``, finalize each runner's instance, then ``model``; failures are logged."""
+    if scheduler is not None:
+        try:
+            scheduler.stop()
+        except Exception:
+            logger.exception("the scheduler of model '%s' version %d failed to stop", name, version)
+        unbind_dead_threads()
+    for runner in runners:
+        runner.close()
+        _finalize_instance(runner.instance, runner.name, name)
+    if model is not None:
+        try:
+            model.finalize()
+        except Exception:
+            logger.exception("model '%s' version %d failed to finalize", name, version)
+
+
+def _is_async(instance: ModelInstance) -> bool:
+    return inspect.iscoroutinefunction(instance.execute)
+
+
+def _finalize_instance(instance: ModelInstance, instance_name: str, model_name: str) -> None:
+    try:
+        instance.finalize()
+    except Exception:
+        logger.exception("instance '%s' of model '%s' failed to finalize", instance_name, model_name)
 
 
 def _first_response_buckets(config: ModelConfig) -> tuple[float, ...] | None:
@@ -159,29 +318,3 @@ def _resource_needs(limits: ModelRateLimiter, device: int) -> ResourceNeeds:
         for resource in limits.resources
     }
     return ResourceNeeds(amounts, limits.priority or 1)
-
-
-def release_version(loaded: ModelVersion) -> None:
-    """Stop the scheduler (finishing accepted requests), then finalize instances and model."""
-    with model_context(loaded.name, loaded.version):
-        _release(loaded)
-
-
-def _release(loaded: ModelVersion) -> None:
-    name = loaded.name
-    if loaded.scheduler is not None:
-        loaded.scheduler.stop()
-        loaded.scheduler = None
-        unbind_dead_threads()
-    for instance_name, instance in loaded.instances:
-        try:
-            instance.finalize()
-        except Exception:
-            logger.exception("instance '%s' of model '%s' failed to finalize", instance_name, name)
-    loaded.instances.clear()
-    if loaded.backend_model is not None:
-        try:
-            loaded.backend_model.finalize()
-        except Exception:
-            logger.exception("model '%s' version %d failed to finalize", name, loaded.version)
-        loaded.backend_model = None

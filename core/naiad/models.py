@@ -1,15 +1,19 @@
-"""A loaded (or failed) model version and the facts about it the request path needs."""
+"""Model versions: the immutable serving record of a READY version, and every version's status."""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from naiad import datatypes
-from naiad.backend import BackendModel, ModelInstance
+from naiad.backend_model import BackendModel
+from naiad.errors import NaiadError
+from naiad.inference import Deliver, InferenceRequest, RequestedOutput
 from naiad.protocol.model_config_pb2 import ModelConfig
-from naiad.scheduling import Scheduler
+from naiad.scheduling.base import Scheduler
+from naiad.scheduling.execution import InstanceRunner
 from naiad.statistics import ModelStatistics
 
 
@@ -75,30 +79,46 @@ class ModelSignature:
         )
 
 
-@dataclass(eq=False)
-class ModelVersion:
-    """One version of one model: its state and, once READY, everything needed to serve it."""
+@dataclass(frozen=True, slots=True, eq=False)
+class ServingModel:
+    """One READY model version: everything the request path needs, fixed for the version's lifetime.
+
+    ``pipeline`` is the version's response pipeline (:mod:`naiad.pipeline`); ``default_outputs``
+    what a request that names no outputs asks for (every output of the config).
+    """
 
     name: str
     version: int
-    state: ModelState = ModelState.LOADING
-    reason: str = ""
-    config: ModelConfig | None = None
-    config_json: str = ""
-    signature: ModelSignature | None = None
-    backend_model: BackendModel | None = None
-    instances: list[tuple[str, ModelInstance]] = field(default_factory=list)
-    scheduler: Scheduler | None = None
-    statistics: ModelStatistics | None = None  # None when --collect-statistics=false
+    backend: str
+    config: ModelConfig
+    config_json: str
+    signature: ModelSignature
+    backend_model: BackendModel
+    instances: tuple[InstanceRunner, ...]
+    scheduler: Scheduler
+    statistics: ModelStatistics | None
+    pipeline: Deliver
+    default_outputs: Mapping[str, RequestedOutput]
 
     @property
-    def ready(self) -> bool:
-        return self.state is ModelState.READY
+    def decoupled(self) -> bool:
+        return self.signature.decoupled
+
+    def admit(self, request: InferenceRequest) -> None:
+        """Hand a validated request to the scheduler, counted in the statistics if they are kept."""
+        statistics = self.statistics
+        if statistics is None:
+            self.scheduler.submit(request)
+            return
+        tracker = statistics.track(request)
+        try:
+            self.scheduler.submit(request)
+        except Exception as error:
+            statistics.refused(tracker, error if isinstance(error, NaiadError) else NaiadError(str(error)))
+            raise
 
     def metadata(self) -> dict[str, Any]:
         """The KServe model-metadata body for this version (``versions`` filled by the caller)."""
-        assert self.config is not None
-        assert self.signature is not None
         batch = [-1] if self.signature.max_batch_size > 0 else []
         return {
             "name": self.name,
@@ -113,3 +133,21 @@ class ModelVersion:
                 for spec in self.signature.outputs.values()
             ],
         }
+
+
+@dataclass(eq=False)
+class VersionStatus:
+    """One version of one model as the repository index shows it: its state and why.
+
+    ``serving`` is set exactly while the version is READY.
+    """
+
+    name: str
+    version: int
+    state: ModelState = ModelState.LOADING
+    reason: str = ""
+    serving: ServingModel | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state is ModelState.READY

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,10 +22,14 @@ from naiad.lifecycle import ModelLifecycle
 from naiad.loading import LoadOptions
 from naiad.logs import LogControl, Trusted
 from naiad.metrics import MetricsOptions, ModelCollector, SystemMetrics
+from naiad.metrics.custom import CustomMetrics
 from naiad.metrics.serving import MetricsFrontend
-from naiad.plugins import BackendRegistry
+from naiad.plugins import BackendRegistry, BackendSettings
 from naiad.scheduling.rate_limiter import RateLimiter
+from naiad.server_handle import ServerHandle
 from naiad.server_info import ServerInfo
+from naiad.service import InferenceService
+from naiad.sinks import LoopInbox
 from naiad.startup_table import model_table
 
 logger = logging.getLogger(__name__)
@@ -70,27 +75,33 @@ class Server:
         self, options: ServerOptions, registry: BackendRegistry | None = None, logs: LogControl | None = None
     ) -> None:
         self.options = options
-        self.registry = registry or BackendRegistry()
+        self.registry = registry or BackendRegistry(settings=BackendSettings(options.backend_config))
+        explicit = options.model_control_mode == "explicit"
         self.lifecycle = ModelLifecycle(
             self.registry,
             options.model_repositories,
             LoadOptions(
                 auto_complete=options.auto_complete,
                 gpu_count=gpu_count(),
-                backend_config=options.backend_config,
                 rate_limiter=(
                     RateLimiter(options.rate_limit_resources) if options.rate_limit == "execution_count" else None
                 ),
                 statistics=options.metrics.statistics if options.collect_statistics else None,
             ),
         )
+        self.service = InferenceService(self.lifecycle)
+        inbox = LoopInbox()  # attached to the loop when the server runs
+        self.custom_metrics = CustomMetrics()
+        self.handle = ServerHandle(self.service, inbox, self.custom_metrics, explicit_model_control=explicit)
+        self.lifecycle.server = self.handle
         self.dataplane = DataPlane(
-            self.lifecycle,
+            self.service,
+            inbox,
             __version__,
             strict_readiness=options.strict_readiness,
             logs=logs,
             statistics=options.collect_statistics,
-            explicit_model_control=options.model_control_mode == "explicit",
+            explicit_model_control=explicit,
         )
         # Metrics: a registry of this server's own (never prometheus_client's global one).
         metrics = options.metrics
@@ -101,6 +112,7 @@ class Server:
         )
         self.metrics_registry.register(ModelCollector(self.lifecycle, metrics, self.system_metrics.gpu_uuid))
         self.metrics_registry.register(self.system_metrics)
+        self.metrics_registry.register(self.custom_metrics)
         self._stop = asyncio.Event()
 
     def request_stop(self) -> None:
@@ -109,10 +121,13 @@ class Server:
 
     async def run(self) -> None:
         """Serve until stopped; then drain in-flight requests, unload models and return."""
+        self.handle.inbox.attach(asyncio.get_running_loop())
+        await asyncio.to_thread(self.registry.import_installed)
         frontends: list[HttpFrontend | GrpcFrontend] = []
         if self.options.allow_http:
             sock = bind_socket(self.options.http_address, self.options.http_port, "HTTP", "--http-port")
-            frontends.append(HttpFrontend(build_app(self.dataplane), sock, self.options.http_server))
+            app = build_app(self.dataplane, self.registry.http_routes(self.handle))
+            frontends.append(HttpFrontend(app, sock, self.options.http_server))
         if self.options.allow_grpc:
             frontends.append(
                 GrpcFrontend(self.dataplane, self.options.grpc_address, self.options.grpc_port, self.options.grpc)
@@ -125,8 +140,9 @@ class Server:
             frontends.append(MetricsFrontend(self.metrics_registry, sock))
             poller = asyncio.create_task(self.system_metrics.run(metrics.interval_ms / 1000))
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_stop)
         self.registry.hook.naiad_server_configured(server=self._info())
         for frontend in frontends:
             await frontend.start()
@@ -150,6 +166,7 @@ class Server:
             for frontend in frontends:
                 await frontend.stop()
             await asyncio.to_thread(self.lifecycle.unload_all)
+            await asyncio.to_thread(self.registry.finalize_all)
             self.system_metrics.close()
             logger.info("naiad stopped")
 

@@ -1,20 +1,21 @@
 """Per-model-version statistics: the one source of truth behind the statistics extension and the metrics.
 
-Every request the data plane queues gets a :class:`RequestTracker` that sees each of its response
-events (:meth:`naiad.inference.ResponseSender.relay_through`), and every backend instance is wrapped
-in an :class:`InstrumentedInstance` that times each ``execute`` call. Together they feed one
-:class:`ModelStatistics` per model version without taking a lock on the request path: a finished
-request or execution is one small record appended to a deque, folded into the counters when they
-are read. ``GET /v2/models/{m}/stats``, gRPC ModelStatistics and the Prometheus families all render
-from :meth:`ModelStatistics.snapshot`. (Decoupled models and latency histograms also take a lock per
-response event.)
+Every request the data plane queues gets a :class:`RequestTracker` on its sender; the version's
+response pipeline runs :class:`StatisticsStage`, which sees each of its response events, and the
+instance runner (:mod:`naiad.scheduling.execution`) tells :class:`ModelStatistics` when each
+execution started and ended. Together they feed one :class:`ModelStatistics` per model version
+without taking a lock on the request path: a finished request or execution is one small record
+appended to a deque, folded into the counters when they are read. ``GET /v2/models/{m}/stats``,
+gRPC ModelStatistics and the Prometheus families all render from :meth:`ModelStatistics.snapshot`.
+(Decoupled models and latency histograms also take a lock per response event.)
 
 What the numbers mean (times from ``time.monotonic_ns``; "the execution" is the ``execute`` call of
 the batch that carried the request):
 
 * ``queue``: request arrival -> start of the execution (scheduler queue, batch forming, rate limiter).
-* ``compute_input`` / ``compute_output``: the execution's time merging inputs and splitting outputs,
-  reported by :class:`naiad.tensor_instance.TensorInstance`; 0 for backends that do not report them.
+* ``compute_input``: start of the execution -> the compute start the backend reported
+  (:meth:`naiad.inference.InferenceRequest.report_compute`); 0 for backends that report nothing.
+* ``compute_output``: the compute end the backend reported -> end of the execution.
 * ``compute_infer``: the rest of the execution; for a decoupled request whose final response comes
   after ``execute`` returned, it runs on until that final response.
 * ``success.ns`` / ``fail.ns``: arrival -> the later of the final response and the end of the
@@ -34,13 +35,13 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from naiad.backend import ModelInstance
+from naiad.cancellation import CancellationToken
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest, ResponseEvent
+from naiad.inference import Deliver, InferenceRequest, ResponseEvent, ResponseSender
 
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 """The ``reason`` label values of ``nv_inference_request_failure``, all present from load."""
@@ -264,12 +265,16 @@ def quantile_values(values: list[float], quantiles: Sequence[tuple[float, float]
 _SUMMARY_NAMES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
 
 _now = time.monotonic_ns  # one global lookup on the request path
+_MISSING = object()
 
 
 class RequestTracker:
-    """One queued request's progress: installed as a relay on its sender by :meth:`ModelStatistics.track`."""
+    """One queued request's progress, kept in its sender's ``tracker`` slot by :meth:`ModelStatistics.track`."""
 
     __slots__ = (
+        "arrival_ns",
+        "batch_size",
+        "cancellation",
         "ended_ns",
         "error",
         "final_ns",
@@ -277,15 +282,14 @@ class RequestTracker:
         "input_ns",
         "last_ns",
         "output_ns",
-        "request",
         "responses",
         "started_ns",
-        "stats",
     )
 
-    def __init__(self, stats: ModelStatistics, request: InferenceRequest) -> None:
-        self.stats = stats
-        self.request = request
+    def __init__(self, request: InferenceRequest) -> None:
+        self.arrival_ns = request.arrival_ns
+        self.batch_size = request.batch_size
+        self.cancellation: CancellationToken = request.sender.cancellation
         # started_ns: start of the execution that ran it (0: never started); ended_ns: its end;
         # final_ns: when the final flag went out; first_ns / last_ns: first successful and latest
         # response (decoupled models, histograms); responses: response events so far.
@@ -293,24 +297,34 @@ class RequestTracker:
         self.first_ns = self.last_ns = self.responses = 0
         self.error: NaiadError | None = None
 
-    def relay(self, event: ResponseEvent, deliver: Callable[[ResponseEvent], None]) -> None:
-        """Note the event, then pass it on."""
-        try:
-            response = event.response
-            if response is not None and response.error is not None:
-                self.error = response.error
-            stats = self.stats
-            if stats.per_response:
-                stats.response_event(self, event)
-            if event.final:
-                # Whichever comes second, this final flag or the end of the execution, counts the
-                # request. Both sides store their own mark before reading the other's, so (with the
-                # GIL's sequential consistency) at least one sees both; complete() counts once.
-                self.final_ns = _now()
-                if not self.started_ns or self.ended_ns:
-                    stats.complete(self)
-        finally:
-            deliver(event)
+
+class StatisticsStage:
+    """The response-pipeline stage that counts each tracked request's events."""
+
+    def __init__(self, stats: ModelStatistics) -> None:
+        self._stats = stats
+
+    def bind(self, forward: Deliver) -> Deliver:
+        stats = self._stats
+
+        def deliver(sender: ResponseSender, event: ResponseEvent) -> None:
+            tracker = sender.tracker
+            if tracker is not None:
+                response = event.response
+                if response is not None and response.error is not None:
+                    tracker.error = response.error
+                if stats.per_response:
+                    stats.response_event(tracker, event)
+                if event.final:
+                    # Whichever comes second, this final flag or the end of the execution, counts the
+                    # request. Both sides store their own mark before reading the other's, so (with
+                    # the GIL's sequential consistency) at least one sees both; complete() counts once.
+                    tracker.final_ns = _now()
+                    if not tracker.started_ns or tracker.ended_ns:
+                        stats.complete(tracker)
+            forward(sender, event)
+
+        return deliver
 
 
 _FOLD_AT = 4096  # records waiting before the thread that adds one folds them into the counters
@@ -341,7 +355,7 @@ class ModelStatistics:
         self.load_seconds = 0.0
         self.gpu_devices: set[int] = set()  # GPU ordinals of its KIND_GPU instances
         self.lock = threading.Lock()  # guards the counters (folding, snapshots, per-response counts)
-        self.open_requests: dict[InferenceRequest, RequestTracker] = {}  # tracked, not yet counted
+        self.open_requests: dict[RequestTracker, None] = {}  # tracked, not yet counted
         # (arrival, started, end, input ns, output ns, batch size, failure reason or None)
         self._finished: deque[tuple[int, int, int, int, int, int, str | None]] = deque()
         self._executions: deque[tuple[int, int, int, int]] = deque()  # (size, input, infer, output ns)
@@ -374,11 +388,15 @@ class ModelStatistics:
 
     # -- the request path ----------------------------------------------------------------------
 
+    def stage(self) -> StatisticsStage:
+        """This version's stage of the response pipeline."""
+        return StatisticsStage(self)
+
     def track(self, request: InferenceRequest) -> RequestTracker:
         """Follow a request about to be queued (call before handing it to the scheduler)."""
-        tracker = RequestTracker(self, request)
-        request.sender.relay_through(tracker.relay)
-        self.open_requests[request] = tracker  # one dict store: atomic, no lock needed
+        tracker = RequestTracker(request)
+        request.sender.tracker = tracker
+        self.open_requests[tracker] = None  # one dict store: atomic, no lock needed
         return tracker
 
     def refused(self, tracker: RequestTracker, error: NaiadError) -> None:
@@ -395,7 +413,7 @@ class ModelStatistics:
         with self.lock:
             if ok and not tracker.first_ns:
                 tracker.first_ns = now
-                since_arrival = now - tracker.request.arrival_ns
+                since_arrival = now - tracker.arrival_ns
                 if self._first_response_ms is not None:
                     self._first_response_ms.observe(since_arrival / 1e6)
                 if self._ttfr is not None:
@@ -409,46 +427,52 @@ class ModelStatistics:
                 while len(self._responses) <= index:
                     self._responses.append([0] * 8)
                 since = now - (tracker.last_ns or tracker.started_ns or now)
-                slot = 0 if ok else 6 if tracker.request.cancelled else 4 if response is None else 2
+                slot = 0 if ok else 6 if tracker.cancellation.cancelled else 4 if response is None else 2
                 row = self._responses[index]
                 row[slot] += 1
                 row[slot + 1] += max(since, 0)
             tracker.last_ns = now
 
-    def started(self, requests: Sequence[InferenceRequest], now: int) -> list[RequestTracker]:
-        """An instance starts executing ``requests`` (each store is atomic; no lock)."""
-        trackers: list[RequestTracker] = []
+    def started(self, requests: Sequence[InferenceRequest], now: int) -> None:
+        """An execution of ``requests`` starts (each store is atomic; no lock)."""
         for request in requests:
-            tracker = self.open_requests.get(request)
+            tracker = request.sender.tracker
             if tracker is not None:
                 tracker.started_ns = now
-                trackers.append(tracker)
-        return trackers
 
-    def executed(
-        self, trackers: list[RequestTracker], size: int, start: int, end: int, input_ns: int, output_ns: int
-    ) -> None:
-        """The execution that started at ``start`` returned at ``end``."""
+    def executed(self, requests: Sequence[InferenceRequest], start: int, end: int) -> None:
+        """The execution of ``requests`` that started at ``start`` returned at ``end``.
+
+        The compute phases come from what the backend reported on each request; the batch's are
+        its earliest compute start and latest compute end.
+        """
+        size = 0
+        compute_start = end
+        compute_end = start
+        for request in requests:
+            size += request.batch_size
+            input_ns = output_ns = 0
+            if start <= request.compute_start_ns <= request.compute_end_ns <= end:
+                input_ns = request.compute_start_ns - start
+                output_ns = end - request.compute_end_ns
+                compute_start = min(compute_start, request.compute_start_ns)
+                compute_end = max(compute_end, request.compute_end_ns)
+            tracker = request.sender.tracker
+            if tracker is not None:
+                tracker.input_ns = input_ns
+                tracker.output_ns = output_ns
+                tracker.ended_ns = end  # after the phases: a final flag that sees it counts them
+                if tracker.final_ns:
+                    self.complete(tracker)
+        if compute_start > compute_end:  # nothing reported
+            compute_start = compute_end = start
+        input_ns = compute_start - start
+        output_ns = end - compute_end
         self._executions.append((size, input_ns, end - start - input_ns - output_ns, output_ns))
-        for tracker in trackers:
-            tracker.input_ns = input_ns
-            tracker.output_ns = output_ns
-            tracker.ended_ns = end  # after the phases: a final flag that sees it counts them
-            if tracker.final_ns:
-                self.complete(tracker)
-
-    def executed_one(self, tracker: RequestTracker | None, size: int, start: int, end: int) -> None:
-        """:meth:`executed` for a batch of one request without phase times."""
-        self._executions.append((size, 0, end - start, 0))
-        if tracker is not None:
-            tracker.ended_ns = end
-            if tracker.final_ns:
-                self.complete(tracker)
 
     def complete(self, tracker: RequestTracker) -> None:
         """Record a finished request once: its final flag went out and its execution (if any) ended."""
-        request = tracker.request
-        if self.open_requests.pop(request, None) is None:
+        if self.open_requests.pop(tracker, _MISSING) is _MISSING:
             return  # the other side counted it (dict.pop is atomic: exactly one wins)
         final, ended = tracker.final_ns, tracker.ended_ns
         end = final if final > ended else ended
@@ -457,16 +481,16 @@ class ModelStatistics:
         record: tuple[int, int, int, int, int, int, str | None]
         if error is None:
             record = (
-                request.arrival_ns,
+                tracker.arrival_ns,
                 tracker.started_ns,
                 end,
                 tracker.input_ns,
                 tracker.output_ns,
-                request.batch_size,
+                tracker.batch_size,
                 None,
             )
         else:
-            if error.code is ErrorCode.CANCELLED or request.cancelled:
+            if error.code is ErrorCode.CANCELLED or tracker.cancellation.cancelled:
                 reason = "CANCELED"
             elif tracker.started_ns:
                 reason = "BACKEND"
@@ -474,7 +498,7 @@ class ModelStatistics:
                 reason = "REJECTED"
             else:
                 reason = "OTHER"
-            record = (request.arrival_ns, 0, end, 0, 0, 0, reason)
+            record = (tracker.arrival_ns, 0, end, 0, 0, 0, reason)
         finished = self._finished
         finished.append(record)
         if len(finished) > _FOLD_AT and self.lock.acquire(blocking=False):
@@ -536,7 +560,7 @@ class ModelStatistics:
         now = time.monotonic_ns()
         summary_values: dict[str, tuple[list[float], float, int]] = {}
         # Requests in flight, and those of them no instance has started yet (the queue).
-        open_trackers = list(self.open_requests.values())
+        open_trackers = list(self.open_requests)
         pending = sum(1 for tracker in open_trackers if not tracker.started_ns)
         with self.lock:
             self._fold()
@@ -594,55 +618,3 @@ class ModelStatistics:
                 quantile_values(values, self.options.summary_quantiles), total, count
             )
         return snapshot
-
-
-class InstrumentedInstance(ModelInstance):
-    """Wraps a backend instance: times each execution and tells the statistics which requests ran.
-
-    If the wrapped instance reports ``compute_input_ns`` and ``compute_output_ns`` after each
-    ``execute`` (as :class:`naiad.tensor_instance.TensorInstance` does), those phases are split
-    off the execution time.
-    """
-
-    def __init__(self, inner: ModelInstance, statistics: ModelStatistics) -> None:
-        self.inner = inner
-        self._statistics = statistics
-        self._phases = hasattr(inner, "compute_input_ns") and hasattr(inner, "compute_output_ns")
-
-    def execute(self, requests: Sequence[InferenceRequest]) -> None:
-        statistics = self._statistics
-        if len(requests) == 1 and not self._phases:  # the common case, kept short
-            request = requests[0]
-            tracker = statistics.open_requests.get(request)
-            start = _now()
-            if tracker is not None:
-                tracker.started_ns = start
-            try:
-                self.inner.execute(requests)
-            finally:
-                statistics.executed_one(tracker, request.batch_size, start, _now())
-            return
-        start = _now()
-        size = sum(request.batch_size for request in requests)
-        trackers = statistics.started(requests, start)
-        try:
-            self.inner.execute(requests)
-        finally:
-            end = _now()
-            input_ns = output_ns = 0
-            if self._phases:
-                input_ns = int(getattr(self.inner, "compute_input_ns", 0))
-                output_ns = int(getattr(self.inner, "compute_output_ns", 0))
-            statistics.executed(trackers, size, start, end, input_ns, output_ns)
-
-    def is_ready(self) -> bool:
-        return self.inner.is_ready()
-
-    def finalize(self) -> None:
-        self.inner.finalize()
-
-    def __getattr__(self, name: str) -> Any:
-        # Reach the backend's own attributes (e.g. an engine session) through the wrapper.
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)

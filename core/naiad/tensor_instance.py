@@ -5,9 +5,9 @@ Framework backends (ONNX Runtime, PyTorch, OpenVINO, tree models) only implement
 batch dimension, splits the outputs back per request, keeps only the requested outputs,
 converts them to the config's datatypes, and answers every request.
 
-After each ``execute`` it reports how long merging the inputs (``compute_input_ns``) and splitting,
-converting and sending the outputs (``compute_output_ns``) took; the statistics extension splits
-those phases off the execution time (see :mod:`naiad.statistics`).
+It reports when each engine call started and ended (:meth:`InferenceRequest.report_compute`), so the
+statistics extension counts merging the inputs as compute input and splitting, converting and sending
+the outputs as compute output (see :mod:`naiad.statistics`).
 """
 
 from __future__ import annotations
@@ -20,19 +20,17 @@ import numpy as np
 import numpy.typing as npt
 
 from naiad import datatypes
-from naiad.backend import ModelInstance
+from naiad.backend_model import ModelInstance
 from naiad.errors import NaiadError
-from naiad.inference import InferenceRequest, InferenceResponse, Tensor
+from naiad.inference import InferenceRequest, InferenceResponse, report_compute
 from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.tensor import Tensor
 
 Arrays = dict[str, npt.NDArray[Any]]
 
 
 class TensorInstance(ModelInstance):
     """Subclass and implement :meth:`run`; ``execute`` does the batching bookkeeping."""
-
-    compute_input_ns = 0  # time the latest execute spent merging inputs
-    compute_output_ns = 0  # ... and splitting, converting and sending outputs
 
     def __init__(self, config: ModelConfig) -> None:
         self.model_name = config.name
@@ -44,7 +42,6 @@ class TensorInstance(ModelInstance):
         raise NotImplementedError
 
     def execute(self, requests: Sequence[InferenceRequest]) -> None:
-        self.compute_input_ns = self.compute_output_ns = 0
         for group in self._groups(requests):
             self._execute_group(group)
 
@@ -59,15 +56,13 @@ class TensorInstance(ModelInstance):
         return list(groups.values())
 
     def _execute_group(self, group: list[InferenceRequest]) -> None:
-        started = time.monotonic_ns()
         if len(group) == 1:
-            inputs = {name: tensor.data for name, tensor in group[0].inputs.items()}
+            inputs = {name: tensor.numpy() for name, tensor in group[0].inputs.items()}
         else:
             inputs = {
-                name: np.concatenate([request.inputs[name].data for request in group]) for name in group[0].inputs
+                name: np.concatenate([request.inputs[name].numpy() for request in group]) for name in group[0].inputs
             }
         merged = time.monotonic_ns()
-        self.compute_input_ns += merged - started
         try:
             outputs = self.run(inputs)
         except NaiadError as error:
@@ -76,14 +71,13 @@ class TensorInstance(ModelInstance):
         except Exception as error:
             self._fail(group, NaiadError(f"model '{self.model_name}' failed: {type(error).__name__}: {error}"))
             return
-        ran = time.monotonic_ns()
+        report_compute(group, merged, time.monotonic_ns())
         offset = 0
         for request in group:
             rows = slice(offset, offset + request.batch_size) if self.batching else slice(None)
             offset += request.batch_size
             tensors = [self._tensor(name, outputs[name][rows]) for name in request.requested_outputs if name in outputs]
             request.sender.send(InferenceResponse(outputs=tensors), final=True)
-        self.compute_output_ns += time.monotonic_ns() - ran
 
     def _tensor(self, name: str, array: npt.NDArray[Any]) -> Tensor:
         datatype = self.output_types.get(name)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from naiad.errors import invalid_arg
-from naiad.inference import Tensor
 from naiad.models import ModelSignature
+from naiad.tensor import Tensor
 
 _BATCH_NOTE = (
     "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be "

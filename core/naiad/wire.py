@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from naiad import datatypes
 from naiad.errors import NaiadError, invalid_arg
-from naiad.inference import Tensor
+from naiad.tensor import Tensor
 from naiad.validation import request_prefix
 
 
@@ -43,7 +43,9 @@ def from_bytes(
 
 
 def tensor_bytes(tensor: Tensor) -> bytes:
-    """The wire bytes of a tensor: little-endian, row-major; BYTES length-prefixed."""
+    """The wire bytes of a tensor (copied to the host first if it is on a device): little-endian,
+    row-major; BYTES length-prefixed."""
+    data = tensor.numpy()
     if tensor.datatype == "BYTES":
-        return datatypes.serialize_bytes(tensor.data)
-    return np.ascontiguousarray(tensor.data, dtype=tensor.data.dtype.newbyteorder("<")).tobytes()
+        return datatypes.serialize_bytes(data)
+    return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<")).tobytes()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from naiad.backend import InferenceResponse, Tensor
 from naiad.errors import ErrorCode, NaiadError
 from naiad.grpc import codec
-from naiad.inference import InferenceResponse, Tensor
 from naiad.protocol import grpc_service_pb2 as pb
 
 

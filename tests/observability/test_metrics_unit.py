@@ -5,19 +5,19 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from naiad.lifecycle import ServingVersions
 from naiad.metrics import MetricsOptions, ModelCollector, SystemMetrics, apply_metrics_config, render
 from naiad.metrics.exposition import format_labels, format_value
 from naiad.metrics.nvml import Nvml
 from naiad.metrics.system import read_cpu_times, read_memory
-from naiad.models import ModelState, ModelVersion
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.statistics import ModelStatistics
 
@@ -170,32 +170,29 @@ def test_nvml_missing_means_no_gpu_metrics(tmp_path: Path) -> None:
     assert Nvml.open(str(tmp_path / "missing.so")) is None
 
 
-@dataclass
-class _Record:
-    name: str
-    versions: dict[int, ModelVersion] = field(default_factory=dict)
-
-
 class _Lifecycle:
-    def __init__(self, *records: _Record) -> None:
-        self._records = list(records)
+    """The lifecycle's serving table: READY versions only."""
 
-    def records(self) -> list[_Record]:
-        return self._records
+    def __init__(self, *models: SimpleNamespace) -> None:
+        self._serving = {model.name: ServingVersions(model, {model.version: model}) for model in models}  # type: ignore[arg-type]
+
+    def serving(self) -> dict[str, ServingVersions]:
+        return self._serving
+
+
+def _ready(name: str, version: int) -> SimpleNamespace:
+    """The parts of a READY version the collector reads."""
+    return SimpleNamespace(
+        name=name, version=version, config=ModelConfig(name=name), statistics=ModelStatistics(name, version)
+    )
 
 
 def test_gpu_instances_label_the_model_series_with_their_gpu() -> None:
-    gpu = ModelVersion("on_gpu", 1, ModelState.READY, config=ModelConfig(name="on_gpu"))
-    gpu.statistics = ModelStatistics("on_gpu", 1)
+    gpu = _ready("on_gpu", 1)
     gpu.statistics.gpu_devices.add(0)
-    cpu = ModelVersion("on_cpu", 2, ModelState.READY, config=ModelConfig(name="on_cpu"))
-    cpu.statistics = ModelStatistics("on_cpu", 2)
-    gone = ModelVersion("gone", 1, ModelState.UNAVAILABLE, config=ModelConfig(name="gone"))
-    gone.statistics = ModelStatistics("gone", 1)
-    lifecycle = _Lifecycle(_Record("on_gpu", {1: gpu}), _Record("on_cpu", {2: cpu}), _Record("gone", {1: gone}))
+    lifecycle = _Lifecycle(gpu, _ready("on_cpu", 2))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ModelCollector(lifecycle, MetricsOptions(), lambda ordinal: f"GPU-{ordinal}"))  # type: ignore[arg-type]
     text = render(registry)
     assert 'nv_inference_count{gpu_uuid="GPU-0",model="on_gpu",version="1"} 0\n' in text
     assert 'nv_inference_count{model="on_cpu",version="2"} 0\n' in text
-    assert "gone" not in text  # only READY versions have series

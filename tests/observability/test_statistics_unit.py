@@ -1,21 +1,30 @@
-"""ModelStatistics and InstrumentedInstance in-process: exact counts for every path a request can take."""
+"""ModelStatistics, its pipeline stage and the instance runner: exact counts for every path a request can take."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from naiad.backend import ModelInstance
+from naiad.backend import (
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    ModelInstance,
+    RequestedOutput,
+    ResponseSender,
+)
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest, InferenceResponse, ResponseEvent, ResponseSender, Tensor
+from naiad.pipeline import build_pipeline
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
-from naiad.scheduling.execution import execute_batch
-from naiad.statistics import InstrumentedInstance, ModelStatistics, StatisticsOptions, quantile_values
+from naiad.scheduling.execution import InstanceRunner
+from naiad.statistics import ModelStatistics, StatisticsOptions, quantile_values
+from naiad.tensor import Tensor
 from naiad.tensor_instance import TensorInstance
 
 
@@ -40,23 +49,31 @@ class Raises(ModelInstance):
 
 
 def _request(
-    events: list[ResponseEvent] | None = None, *, batch_size: int = 1, request_id: str = ""
+    stats: ModelStatistics, *, batch_size: int = 1, request_id: str = "", track: bool = True
 ) -> InferenceRequest:
-    sink: list[ResponseEvent] = [] if events is None else events
-    return InferenceRequest("m", 1, {}, ["OUT"], ResponseSender(sink.append), id=request_id, batch_size=batch_size)
+    """A request whose responses pass the statistics stage; tracked as the data plane would."""
+    sender = ResponseSender(lambda event: None, build_pipeline([stats.stage()]))
+    request = InferenceRequest(
+        "m", 1, {}, {"OUT": RequestedOutput("OUT")}, sender, id=request_id, batch_size=batch_size
+    )
+    if track:
+        stats.track(request)
+    return request
+
+
+def _runner(instance: ModelInstance, stats: ModelStatistics, *, decoupled: bool = False) -> InstanceRunner:
+    context = InstanceContext("m", 1, Path("m"), "m_0", "CPU", 0, ModelConfig(name="m"), "{}")
+    return InstanceRunner(context, instance, decoupled=decoupled, statistics=stats)
 
 
 def test_successes_count_batches_rows_and_phases_that_add_up() -> None:
     stats = ModelStatistics("m", 1)
-    instance = InstrumentedInstance(Echo(delay=0.01), stats)
-    first, second = _request(batch_size=2), _request(batch_size=3)
-    for request in (first, second):
-        stats.track(request)
+    instance = _runner(Echo(delay=0.01), stats)
+    first, second = _request(stats, batch_size=2), _request(stats, batch_size=3)
     assert (stats.snapshot().pending, stats.snapshot().in_flight) == (2, 2)
     time.sleep(0.005)
     instance.execute([first, second])
-    third = _request()
-    stats.track(third)
+    third = _request(stats)
     instance.execute([third])
     snapshot = stats.snapshot()
     assert (snapshot.pending, snapshot.in_flight) == (0, 0)
@@ -92,27 +109,23 @@ def test_successes_count_batches_rows_and_phases_that_add_up() -> None:
 def test_each_failure_reason() -> None:
     stats = ModelStatistics("m", 1)
     # BACKEND: the model answered with an error, or raised.
-    bad = _request(request_id="bad")
-    stats.track(bad)
-    InstrumentedInstance(Echo(), stats).execute([bad])
-    raised = _request()
-    stats.track(raised)
-    execute_batch(InstrumentedInstance(Raises(), stats), [raised], decoupled=False)
+    bad = _request(stats, request_id="bad")
+    _runner(Echo(), stats).execute([bad])
+    raised = _request(stats)
+    _runner(Raises(), stats).execute([raised])
     # REJECTED: refused by the scheduler's submit, or timed out in its queue (never started).
-    refused = _request()
+    refused = _request(stats, track=False)
     stats.refused(stats.track(refused), NaiadError("Exceeds maximum queue size", ErrorCode.UNAVAILABLE))
-    expired = _request()
-    stats.track(expired)
+    expired = _request(stats)
     expired.sender.send(
         InferenceResponse(error=NaiadError("Request timeout expired", ErrorCode.UNAVAILABLE)), final=True
     )
     # CANCELED: dropped from the queue after the client went away.
-    cancelled = _request()
-    stats.track(cancelled)
+    cancelled = _request(stats)
     cancelled.cancel()
     cancelled.sender.send(InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED)), final=True)
     # OTHER: refused for another reason before it started.
-    other = _request()
+    other = _request(stats, track=False)
     stats.refused(stats.track(other), NaiadError("something else", ErrorCode.INTERNAL))
     snapshot = stats.snapshot()
     assert snapshot.failures == {"REJECTED": 2, "CANCELED": 1, "BACKEND": 2, "OTHER": 1}
@@ -123,9 +136,9 @@ def test_each_failure_reason() -> None:
     assert (snapshot.pending, snapshot.in_flight) == (0, 0)
 
 
-def test_a_request_the_wrapper_never_saw_tracked_only_counts_its_execution() -> None:
+def test_an_untracked_request_only_counts_its_execution() -> None:
     stats = ModelStatistics("m", 1)
-    InstrumentedInstance(Echo(), stats).execute([_request(batch_size=4)])
+    _runner(Echo(), stats).execute([_request(stats, batch_size=4, track=False)])
     snapshot = stats.snapshot()
     assert (snapshot.execution_count, snapshot.success.count) == (1, 0)
     assert snapshot.batches[0].batch_size == 4
@@ -154,9 +167,8 @@ class Streamer(ModelInstance):
 def test_decoupled_requests_complete_at_their_final_response() -> None:
     stats = ModelStatistics("m", 1, decoupled=True, options=StatisticsOptions(histogram_latencies=True))
     backend = Streamer()
-    request = _request()
-    stats.track(request)
-    InstrumentedInstance(backend, stats).execute([request])
+    request = _request(stats)
+    _runner(backend, stats, decoupled=True).execute([request])
     assert stats.snapshot().success.count == 0  # still streaming
     for thread in backend.threads:
         thread.join()
@@ -195,15 +207,15 @@ def test_tensor_instances_report_input_and_output_phases() -> None:
             "doubler",
             1,
             {"X": Tensor("X", "FP32", np.ones((rows, 2), dtype=np.float32))},
-            ["Y"],
-            ResponseSender(lambda event: None),
+            {"Y": RequestedOutput("Y")},
+            ResponseSender(lambda event: None, build_pipeline([stats.stage()])),
             batch_size=rows,
         )
         for rows in (1, 2)
     ]
     for request in requests:
         stats.track(request)
-    InstrumentedInstance(Doubler(config), stats).execute(requests)
+    _runner(Doubler(config), stats).execute(requests)
     snapshot = stats.snapshot()
     assert snapshot.compute_input.ns > 0
     assert snapshot.compute_output.ns > 0
@@ -218,11 +230,9 @@ def test_tensor_instances_report_input_and_output_phases() -> None:
 def test_summaries_keep_configured_quantiles() -> None:
     options = StatisticsOptions(summary_latencies=True, summary_quantiles=((0.5, 0.05), (0.99, 0.001)))
     stats = ModelStatistics("m", 1, options=options)
-    instance = InstrumentedInstance(Echo(), stats)
+    instance = _runner(Echo(), stats)
     for _ in range(10):
-        request = _request()
-        stats.track(request)
-        instance.execute([request])
+        instance.execute([_request(stats)])
     summary = stats.snapshot().summaries_us["request"]
     assert summary.count == 10
     assert summary.sum > 0
@@ -242,10 +252,7 @@ def test_histograms_bucket_first_responses_in_milliseconds() -> None:
     stats = ModelStatistics(
         "m", 1, options=StatisticsOptions(histogram_latencies=True), first_response_buckets_ms=(1, 50)
     )
-    instance = InstrumentedInstance(Echo(delay=0.005), stats)
-    request = _request()
-    stats.track(request)
-    instance.execute([request])
+    _runner(Echo(delay=0.005), stats).execute([_request(stats)])
     histogram = stats.snapshot().first_response_ms
     assert histogram is not None
     assert histogram.bounds == (1.0, 50.0)
@@ -269,15 +276,13 @@ class RacingAnswer(ModelInstance):
 def test_a_final_flag_racing_the_end_of_execute_is_counted_exactly_once() -> None:
     stats = ModelStatistics("m", 1)
     backend = RacingAnswer()
-    instance = InstrumentedInstance(backend, stats)
+    instance = _runner(backend, stats, decoupled=True)
     workers = []
     for _ in range(4):
 
         def work() -> None:
             for _ in range(300):
-                request = _request()
-                stats.track(request)
-                instance.execute([request])
+                instance.execute([_request(stats)])
 
         workers.append(threading.Thread(target=work))
     for worker in workers:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from naiad.backend import InferenceRequest, RequestedOutput, ResponseSender, Tensor
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest, ResponseSender, Tensor
 from naiad.scheduling.batch_former import BatchFormer, BatchingRules, CloseReason, QueuePolicy, TimeoutAction
 
 US = 1_000
@@ -33,7 +33,7 @@ def make_request(
         model_name="m",
         model_version=1,
         inputs={"X": Tensor("X", "FP32", data)},
-        requested_outputs=["Y"],
+        requested_outputs={"Y": RequestedOutput("Y")},
         sender=ResponseSender(lambda event: None),
         id=tag,
         priority=priority,

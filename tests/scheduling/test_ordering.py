@@ -1,8 +1,9 @@
-"""OrderedRelease delivers each request's events only after earlier requests finished."""
+"""The OrderedRelease pipeline stage delivers each request's events only after earlier requests finished."""
 
 from __future__ import annotations
 
-from naiad.inference import InferenceResponse, ResponseEvent, ResponseSender
+from naiad.backend import InferenceResponse, ResponseEvent, ResponseSender
+from naiad.pipeline import build_pipeline
 from naiad.scheduling.ordering import OrderedRelease
 
 
@@ -11,7 +12,9 @@ def test_later_events_wait_for_the_earlier_final() -> None:
     release = OrderedRelease()
     senders = {}
     for name in ("a", "b", "c"):
-        sender = ResponseSender(lambda event, name=name: delivered.append((name, event.final)))
+        sender = ResponseSender(
+            lambda event, name=name: delivered.append((name, event.final)), build_pipeline([release])
+        )
         release.register(sender)
         senders[name] = sender
     senders["c"].send(InferenceResponse(), final=True)
@@ -28,7 +31,7 @@ def test_later_events_wait_for_the_earlier_final() -> None:
 def test_events_of_the_current_request_pass_straight_through() -> None:
     delivered: list[ResponseEvent] = []
     release = OrderedRelease()
-    sender = ResponseSender(delivered.append)
+    sender = ResponseSender(delivered.append, build_pipeline([release]))
     release.register(sender)
     for _ in range(3):
         sender.send(InferenceResponse())

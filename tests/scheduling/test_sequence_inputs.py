@@ -10,8 +10,17 @@ import pytest
 from google.protobuf import text_format
 
 from naiad import datatypes
+from naiad.backend import (
+    SEQUENCE_END,
+    SEQUENCE_START,
+    InferenceRequest,
+    InferenceResponse,
+    RequestedOutput,
+    ResponseSender,
+    Tensor,
+)
 from naiad.errors import NaiadError
-from naiad.inference import SEQUENCE_END, SEQUENCE_START, InferenceRequest, InferenceResponse, ResponseSender, Tensor
+from naiad.pipeline import build_pipeline
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.scheduling.sequence_controls import controls_from_config, corrid_array
 from naiad.scheduling.sequence_state import ImplicitState, states_from_config
@@ -91,13 +100,16 @@ STATE = """
 """
 
 
-def request(flags: int, sink: list[InferenceResponse]) -> InferenceRequest:
+def request(flags: int, sink: list[InferenceResponse], state: ImplicitState) -> InferenceRequest:
+    """A request whose responses pass the implicit-state pipeline stage into ``sink``."""
     return InferenceRequest(
         model_name="m",
         model_version=1,
         inputs={},
-        requested_outputs=["OUT"],
-        sender=ResponseSender(lambda event: sink.append(event.response) if event.response else None),
+        requested_outputs={"OUT": RequestedOutput("OUT")},
+        sender=ResponseSender(
+            lambda event: sink.append(event.response) if event.response else None, build_pipeline([state])
+        ),
         correlation_id=9,
         flags=flags,
     )
@@ -108,26 +120,26 @@ def test_state_starts_initial_then_follows_the_state_output_hidden_from_the_clie
     state = ImplicitState(states_from_config(config(STATE.format(initial=initial))))
     slot = SlotKey(0, 0)
     sink: list[InferenceResponse] = []
-    first = request(SEQUENCE_START, sink)
+    first = request(SEQUENCE_START, sink, state)
     (tensor,) = state.inputs_for(slot, first)
     assert (tensor.name, tensor.shape, tensor.data.tolist()) == ("S_IN", (1, 2), [[0.0, 0.0]])
-    assert first.requested_outputs == ["OUT", "S_OUT"]
+    assert list(first.requested_outputs) == ["OUT", "S_OUT"]
     new_state = np.array([[1.0, 2.0]], dtype=np.float32)
     first.sender.send(
         InferenceResponse([Tensor("OUT", "FP32", new_state), Tensor("S_OUT", "FP32", new_state)]), final=True
     )
     assert [t.name for t in sink[0].outputs] == ["OUT"]
-    second = request(0, sink)
+    second = request(0, sink, state)
     assert state.inputs_for(slot, second)[0].data.tolist() == [[1.0, 2.0]]
-    assert state.inputs_for(slot, request(SEQUENCE_START, sink))[0].data.tolist() == [[0.0, 0.0]]
+    assert state.inputs_for(slot, request(SEQUENCE_START, sink, state))[0].data.tolist() == [[0.0, 0.0]]
     assert state.null_inputs()[0].data.tolist() == [[0.0, 0.0]]
 
 
 def test_state_output_stays_visible_when_the_client_asked_for_it() -> None:
     state = ImplicitState(states_from_config(config(STATE.format(initial=""))))
     sink: list[InferenceResponse] = []
-    asked = request(SEQUENCE_START, sink)
-    asked.requested_outputs = ["S_OUT"]
+    asked = request(SEQUENCE_START, sink, state)
+    asked.requested_outputs = {"S_OUT": RequestedOutput("S_OUT")}
     state.inputs_for(SlotKey(0, 1), asked)
     asked.sender.send(InferenceResponse([Tensor("S_OUT", "FP32", np.ones((1, 2), np.float32))]), final=True)
     assert [t.name for t in sink[0].outputs] == ["S_OUT"]

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from google.protobuf import text_format
 
-from naiad.backend import ModelInstance
-from naiad.errors import ErrorCode
-from naiad.inference import (
+from naiad.backend import (
     SEQUENCE_END,
     SEQUENCE_START,
     InferenceRequest,
     InferenceResponse,
+    InstanceContext,
+    InstanceRunner,
+    ModelInstance,
+    RequestedOutput,
     ResponseEvent,
     ResponseSender,
+    SchedulerContext,
     Tensor,
 )
+from naiad.errors import ErrorCode
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.scheduling import SequenceScheduler, build_scheduler
 
@@ -53,7 +58,13 @@ class Recorder(ModelInstance):
 def scheduler(mbs: int = 0) -> tuple[SequenceScheduler, Recorder]:
     config = text_format.Parse(CONFIG.format(mbs=mbs), ModelConfig())
     instance = Recorder()
-    built = build_scheduler(config, [("m_0_0", instance)], decoupled=False)
+    context = InstanceContext("m", 1, Path("m"), "m_0_0", "CPU", 0, config, "{}")
+    runner = InstanceRunner(context, instance, decoupled=False)
+    built = build_scheduler(
+        SchedulerContext(
+            model_name="m", version=1, model_dir=Path("m"), config=config, instances=[runner], decoupled=False
+        )
+    )
     assert isinstance(built, SequenceScheduler)
     built.start()
     return built, instance
@@ -65,7 +76,7 @@ def request(correlation_id: int, flags: int, tag: str, events: list[ResponseEven
         model_name="m",
         model_version=1,
         inputs={"IN": Tensor("IN", "FP32", np.ones(shape, dtype=np.float32))},
-        requested_outputs=["OUT"],
+        requested_outputs={"OUT": RequestedOutput("OUT")},
         sender=ResponseSender(events.append),
         id=tag,
         correlation_id=correlation_id,

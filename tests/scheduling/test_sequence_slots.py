@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from naiad.backend import SEQUENCE_END, SEQUENCE_START, InferenceRequest, RequestedOutput, ResponseSender, Tensor
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import SEQUENCE_END, SEQUENCE_START, InferenceRequest, ResponseSender, Tensor
 from naiad.scheduling.batch_former import BatchingRules, CloseReason
 from naiad.scheduling.sequence_controls import CorrelationId
 from naiad.scheduling.sequence_slots import DirectReason, DirectSlots, OldestSlots
@@ -36,7 +36,7 @@ def req(
         model_name="m",
         model_version=1,
         inputs={"IN": Tensor("IN", "FP32", np.zeros((rows, width), dtype=np.float32))},
-        requested_outputs=["OUT"],
+        requested_outputs={"OUT": RequestedOutput("OUT")},
         sender=ResponseSender(lambda event: None),
         id=tag,
         correlation_id=correlation_id,

@@ -2,13 +2,16 @@
 
 :func:`detect_backend` is steps 1-2 (name, platform/backend/default file name),
 :func:`fill_defaults` steps 3-7 (version policy, batcher defaults, pinned
-memory, instance groups). Both edit the config in place.
+memory, instance groups). Both edit the config in place and take the facts of
+each backend from a :class:`~naiad.backend_info.BackendTable` (Triton's own
+table unless the installed plugins say more).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from naiad.backend_info import DEFAULT_BACKENDS, BackendInfo, BackendTable
 from naiad.errors import invalid_arg
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
 
@@ -16,37 +19,22 @@ __all__ = ["DEFAULT_MAX_SEQUENCE_IDLE_US", "ENSEMBLE_PLATFORM", "detect_backend"
 
 ENSEMBLE_PLATFORM = "ensemble"
 DEFAULT_MAX_SEQUENCE_IDLE_US = 1_000_000
-_CPU_COUNT_2_BACKENDS = frozenset({"onnxruntime", "tensorflow"})
-
-_TF_SAVEDMODEL = ("tensorflow_savedmodel", "model.savedmodel")
-_TF_GRAPHDEF = ("tensorflow_graphdef", "model.graphdef")
-_PYTORCH_PLATFORMS = frozenset({"pytorch_libtorch", "libtorch", "torch_aoti"})
+_KINDS = {"CPU": ModelInstanceGroup.KIND_CPU, "GPU": ModelInstanceGroup.KIND_GPU}
 
 
-def detect_backend(config: ModelConfig, model_dir: Path) -> None:
+def detect_backend(config: ModelConfig, model_dir: Path, backends: BackendTable = DEFAULT_BACKENDS) -> None:
     """Fill ``name``, ``platform``, ``backend`` and ``default_model_filename`` (§8 steps 1-2).
 
-    Follows Triton's order: explicit fields first, then the files in the first
-    sub-directory of *model_dir* (lexicographic), then a directory named
-    ``<x>.<backend>``. Raises INVALID_ARG when nothing determines a backend.
+    Follows Triton's order: explicit fields first, then the files in the first sub-directory of
+    *model_dir* (lexicographic), then a directory named ``<x>.<backend>``. Raises INVALID_ARG when
+    nothing determines a backend.
     """
     if not config.name:
         config.name = model_dir.name
-    files = _VersionFiles(model_dir)
-    # Only look at files when nothing in the config says what the model is.
-    blank = not config.platform and not config.default_model_filename
-    if _detect_tensorflow(config, files) or _detect_simple(
-        config, "tensorrt", "tensorrt_plan", "model.plan", blank and files.is_file("model.plan")
-    ):
-        return
-    if _detect_simple(config, "onnxruntime", "onnxruntime_onnx", "model.onnx", blank and files.exists("model.onnx")):
-        return
-    if _detect_simple(config, "openvino", "", "model.xml", blank and files.exists("model.xml")):
-        return
-    if _detect_pytorch(config, files, blank) or _detect_simple(
-        config, "python", "", "model.py", blank and files.exists("model.py")
-    ):
-        return
+    folder = _first_version_folder(model_dir)
+    for info in backends:
+        if _claim(config, info, folder):
+            return
     if config.backend or config.platform or config.default_model_filename:
         return
     _, dot, suffix = model_dir.name.partition(".")
@@ -59,77 +47,37 @@ def detect_backend(config: ModelConfig, model_dir: Path) -> None:
     config.default_model_filename = f"model.{suffix}"
 
 
-class _VersionFiles:
-    """The entries of the model's first sub-directory (Triton inspects only that one)."""
-
-    def __init__(self, model_dir: Path) -> None:
-        try:
-            subdirs = sorted(p.name for p in model_dir.iterdir() if p.is_dir())
-        except OSError:
-            subdirs = []
-        self.dir = model_dir / subdirs[0] if subdirs else None
-
-    def exists(self, name: str) -> bool:
-        return self.dir is not None and (self.dir / name).exists()
-
-    def is_file(self, name: str) -> bool:
-        return self.dir is not None and (self.dir / name).is_file()
-
-    def is_dir(self, name: str) -> bool:
-        return self.dir is not None and (self.dir / name).is_dir()
+def _first_version_folder(model_dir: Path) -> Path | None:
+    """The model's first sub-directory (Triton inspects only that one)."""
+    try:
+        subdirs = sorted(p.name for p in model_dir.iterdir() if p.is_dir())
+    except OSError:
+        return None
+    return model_dir / subdirs[0] if subdirs else None
 
 
-def _detect_tensorflow(config: ModelConfig, files: _VersionFiles) -> bool:
-    if not config.platform and config.backend in ("", "tensorflow"):
-        if config.default_model_filename in (_TF_SAVEDMODEL[1], _TF_GRAPHDEF[1]):
-            saved = config.default_model_filename == _TF_SAVEDMODEL[1]
-            config.platform = _TF_SAVEDMODEL[0] if saved else _TF_GRAPHDEF[0]
-        elif not config.default_model_filename:
-            if files.is_dir(_TF_SAVEDMODEL[1]):
-                config.platform = _TF_SAVEDMODEL[0]
-            if files.is_file(_TF_GRAPHDEF[1]):
-                config.platform = _TF_GRAPHDEF[0]
-    for platform, filename in (_TF_SAVEDMODEL, _TF_GRAPHDEF):
-        if config.platform == platform:
-            config.backend = config.backend or "tensorflow"
-            config.default_model_filename = config.default_model_filename or filename
-            return True
-    return False
-
-
-def _detect_simple(config: ModelConfig, backend: str, platform: str, filename: str, on_disk: bool) -> bool:
-    """One backend whose platform (possibly none) and default file name are fixed."""
-    if not config.backend and (
-        (platform and config.platform == platform) or config.default_model_filename == filename or on_disk
-    ):
-        config.backend = backend
-    if config.backend != backend:
-        return False
-    config.platform = config.platform or platform
-    config.default_model_filename = config.default_model_filename or filename
-    return True
-
-
-def _detect_pytorch(config: ModelConfig, files: _VersionFiles, blank: bool) -> bool:
-    aoti = config.platform == "torch_aoti" or config.default_model_filename == "model.pt2"
+def _claim(config: ModelConfig, info: BackendInfo, folder: Path | None) -> bool:
+    """Whether ``info``'s backend serves the model; if so, fill its platform and file name."""
+    blank = not config.platform and not config.default_model_filename
+    fmt = info.format_for(config.platform, config.default_model_filename)
+    if fmt is None and blank:
+        fmt = info.format_found_in(folder)
     if not config.backend:
-        explicit = config.platform in _PYTORCH_PLATFORMS or config.default_model_filename in (
-            "model.pt",
-            "model.pt2",
-        )
-        if explicit or (blank and files.is_file("model.pt")):
-            config.backend = "pytorch"
-        elif blank and files.exists("model.pt2"):
-            config.backend, aoti = "pytorch", True
-    if config.backend != "pytorch":
+        if fmt is None:
+            return False
+        config.backend = info.name
+    elif config.backend != info.name:
         return False
-    config.platform = config.platform or ("torch_aoti" if aoti else "pytorch_libtorch")
-    default = "model.pt2" if config.platform == "torch_aoti" else "model.pt"
-    config.default_model_filename = config.default_model_filename or default
+    if fmt is None and not info.platform_required and info.formats:
+        fmt = info.formats[0]
+    if fmt is not None:
+        if not config.platform and fmt.platforms:
+            config.platform = fmt.platforms[0]
+        config.default_model_filename = config.default_model_filename or fmt.filename
     return True
 
 
-def fill_defaults(config: ModelConfig, *, gpu_count: int = 0) -> None:
+def fill_defaults(config: ModelConfig, *, gpu_count: int = 0, backends: BackendTable = DEFAULT_BACKENDS) -> None:
     """Apply Triton's load-time defaults (§8 steps 3-7) in place.
 
     ``version_policy`` (latest 1), batchers' ``preferred_batch_size``
@@ -164,13 +112,14 @@ def fill_defaults(config: ModelConfig, *, gpu_count: int = 0) -> None:
         optimization.input_pinned_memory.enable = True
     if not optimization.HasField("output_pinned_memory"):
         optimization.output_pinned_memory.enable = True
-    _fill_instance_groups(config, gpu_count)
+    _fill_instance_groups(config, gpu_count, backends.get(config.backend))
 
 
-def _fill_instance_groups(config: ModelConfig, gpu_count: int) -> None:
+def _fill_instance_groups(config: ModelConfig, gpu_count: int, info: BackendInfo) -> None:
     gpus = list(range(max(gpu_count, 0)))
     if not config.instance_group:
-        config.instance_group.add(name=config.name)
+        kind = _KINDS.get(info.default_instance_kind or "", ModelInstanceGroup.KIND_AUTO)
+        config.instance_group.add(name=config.name, kind=kind)
     for index, group in enumerate(config.instance_group):
         if not group.name:
             group.name = f"{config.name}_{index}"
@@ -180,5 +129,5 @@ def _fill_instance_groups(config: ModelConfig, gpu_count: int) -> None:
         if group.kind == ModelInstanceGroup.KIND_GPU and not group.gpus:
             group.gpus.extend(gpus)
         if group.count < 1:
-            cpu_pair = group.kind == ModelInstanceGroup.KIND_CPU and config.backend in _CPU_COUNT_2_BACKENDS
-            group.count = 2 if cpu_pair else 1
+            cpu = group.kind == ModelInstanceGroup.KIND_CPU
+            group.count = info.default_cpu_instance_count if cpu else 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from naiad.backend_info import DEFAULT_BACKENDS, BackendTable
 from naiad.errors import invalid_arg
 from naiad.protocol.model_config_pb2 import (
     BatchInput,
@@ -28,15 +29,6 @@ __all__ = ["validate_config"]
 
 ENSEMBLE = "ensemble"
 
-# Backend -> the platforms it may be paired with ("" = none given).
-_BACKEND_PLATFORMS: dict[str, frozenset[str]] = {
-    "tensorflow": frozenset({"tensorflow_savedmodel", "tensorflow_graphdef"}),
-    "tensorrt": frozenset({"", "tensorrt_plan"}),
-    "onnxruntime": frozenset({"", "onnxruntime_onnx"}),
-    "pytorch": frozenset({"", "pytorch_libtorch", "libtorch", "torch_aoti"}),
-}
-_PLATFORM_BACKEND = {p: b for b, ps in _BACKEND_PLATFORMS.items() for p in ps if p}
-
 _CONTROL = ModelSequenceBatching.Control
 _CORRID_TYPES = (
     DataType.TYPE_UINT64,
@@ -48,14 +40,21 @@ _CORRID_TYPES = (
 _PAIRS = ("int32_false_true", "fp32_false_true", "bool_false_true")
 
 
-def validate_config(config: ModelConfig, *, gpu_count: int = 0, model_dir_name: str | None = None) -> None:
+def validate_config(
+    config: ModelConfig,
+    *,
+    gpu_count: int = 0,
+    model_dir_name: str | None = None,
+    backends: BackendTable = DEFAULT_BACKENDS,
+) -> None:
     """Raise INVALID_ARG listing every rule of model-config.md §9 that *config* breaks.
 
     Run it after :func:`~naiad.config.detect_backend` and
     :func:`~naiad.config.fill_defaults`. *gpu_count* is the number of usable
-    GPUs; *model_dir_name*, when given, must equal ``config.name``.
+    GPUs; *model_dir_name*, when given, must equal ``config.name``; *backends*
+    says which platforms and features each backend takes.
     """
-    checker = _Checker(config, gpu_count)
+    checker = _Checker(config, gpu_count, backends)
     checker.run(model_dir_name)
     if checker.problems:
         name = config.name or model_dir_name or "<unnamed>"
@@ -74,12 +73,14 @@ def _type_name(value: int) -> str:
 
 
 class _Checker:
-    def __init__(self, config: ModelConfig, gpu_count: int) -> None:
+    def __init__(self, config: ModelConfig, gpu_count: int, backends: BackendTable) -> None:
         self.config = config
         self.gpu_count = max(gpu_count, 0)
         self.problems: list[str] = []
         self.is_ensemble = config.platform == ENSEMBLE
-        self.is_tensorrt = config.platform == "tensorrt_plan" or config.backend == "tensorrt"
+        self.backends = backends
+        self.info = backends.get(config.backend or backends.backend_of_platform(config.platform) or "")
+        self.capabilities = self.info.capabilities
 
     def fail(self, message: str) -> None:
         self.problems.append(message)
@@ -143,8 +144,9 @@ class _Checker:
             else:
                 self.fail("must specify 'platform' or 'backend' (e.g. backend: \"python\")")
             return
-        allowed = _BACKEND_PLATFORMS.get(backend)
-        expected = _PLATFORM_BACKEND.get(platform)
+        info = self.info
+        allowed = (info.platforms | ({""} if not info.platform_required else set())) if info.checks_platform else None
+        expected = self.backends.backend_of_platform(platform) if platform else None
         if allowed is not None and platform not in allowed:
             valid = " or ".join(repr(p) for p in sorted(allowed) if p) + (" (or none)" if "" in allowed else "")
             self.fail(
@@ -180,11 +182,10 @@ class _Checker:
                 f"{where}: format {ModelInput.Format.Name(tensor.format)} requires exactly 3 dims,"
                 f" got {_fmt(tensor.dims)}"
             )
-        if not self.is_tensorrt:
-            if tensor.is_shape_tensor:
-                self.fail(f"{where}: is_shape_tensor is only supported for TensorRT models (tensorrt_plan)")
-            if tensor.is_non_linear_format_io:
-                self.fail(f"{where}: is_non_linear_format_io is only supported for TensorRT models (tensorrt_plan)")
+        if tensor.is_shape_tensor and not self.capabilities.shape_tensors:
+            self.fail(f"{where}: is_shape_tensor is {self._unsupported('shape tensors')}")
+        if tensor.is_non_linear_format_io and not self.capabilities.non_linear_io:
+            self.fail(f"{where}: is_non_linear_format_io is {self._unsupported('non-linear I/O formats')}")
         elif tensor.is_non_linear_format_io and len(tensor.dims) != 3:
             self.fail(f"{where}: is_non_linear_format_io requires exactly 3 dims, got {_fmt(tensor.dims)}")
 
@@ -363,8 +364,15 @@ class _Checker:
                     self.fail(f"{where}: gpus {_fmt(bad)} do not exist; valid ids: 0..{self.gpu_count - 1}")
         elif group.kind in (ModelInstanceGroup.KIND_CPU, ModelInstanceGroup.KIND_MODEL) and group.gpus:
             self.fail(f"{where}: kind {kind} must not list gpus {_fmt(group.gpus)}; remove 'gpus' or use KIND_GPU")
-        if group.profile and not self.is_tensorrt:
-            self.fail(f"{where}: 'profile' is only supported for TensorRT models (tensorrt_plan)")
+        if group.profile and not self.capabilities.optimization_profiles:
+            self.fail(f"{where}: 'profile' is {self._unsupported('optimization profiles')}")
+
+    def _unsupported(self, feature: str) -> str:
+        """Why a feature is refused: only backends that declare it take it (TensorRT among Triton's)."""
+        return (
+            f"only supported for TensorRT models (tensorrt_plan) and backends that declare {feature}; "
+            f"backend '{self.config.backend}' does not"
+        )
 
     def model_metrics(self) -> None:
         for index, control in enumerate(self.config.model_metrics.metric_control):

@@ -19,8 +19,9 @@ from google.protobuf.message import Message
 
 from naiad import datatypes
 from naiad.errors import NaiadError, invalid_arg, unsupported
-from naiad.inference import InferenceResponse, ParameterValue, Tensor
+from naiad.inference import InferenceResponse, ParameterValue
 from naiad.protocol import grpc_service_pb2 as pb
+from naiad.tensor import Tensor
 from naiad.validation import request_prefix
 from naiad.wire import from_bytes, tensor_bytes
 

@@ -1,13 +1,12 @@
-"""ModelInfer: a ModelInferRequest bound to its model version and prepared on the data plane."""
+"""ModelInfer: a ModelInferRequest resolved to its model version and decoded."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naiad.dataplane import DataPlane, PreparedRequest
-from naiad.errors import unsupported
+from naiad.dataplane import DataPlane
 from naiad.grpc import codec
-from naiad.models import ModelVersion
+from naiad.models import ServingModel
 from naiad.protocol import grpc_service_pb2 as pb
 
 DECOUPLED_ON_UNARY = "ModelInfer RPC doesn't support models with decoupled transaction policy"
@@ -15,16 +14,14 @@ DECOUPLED_ON_UNARY = "ModelInfer RPC doesn't support models with decoupled trans
 
 @dataclass(slots=True)
 class GrpcRequest:
-    """A validated request, ready for :meth:`DataPlane.stream` or :meth:`DataPlane.infer`."""
+    """A decoded request and the model version that serves it; nothing is queued yet."""
 
     message: pb.ModelInferRequest
-    model: ModelVersion
-    prepared: PreparedRequest
-    enable_empty_final: bool
+    model: ServingModel
+    decoded: codec.DecodedRequest
 
     @property
     def decoupled(self) -> bool:
-        assert self.model.signature is not None
         return self.model.signature.decoupled
 
     def bare_response(self) -> pb.ModelInferResponse:
@@ -35,26 +32,26 @@ class GrpcRequest:
         )
 
 
-def prepare(dataplane: DataPlane, message: pb.ModelInferRequest, *, unary: bool) -> GrpcRequest:
-    """Look the model up, decode the request and validate it; nothing is queued yet.
+def decode(dataplane: DataPlane, message: pb.ModelInferRequest, *, unary: bool) -> GrpcRequest:
+    """Resolve the model and decode the request; nothing is validated or queued yet.
 
     A unary ModelInfer refuses decoupled models before looking at the inputs, as Triton does.
     """
-    model = dataplane.lifecycle.lookup(message.model_name, codec.parse_version(message.model_version))
-    assert model.signature is not None
-    if unary and model.signature.decoupled:
-        raise unsupported(DECOUPLED_ON_UNARY)
-    decoded = codec.decode_request(message, model.name)
-    prepared = dataplane.prepare(
-        model, decoded.inputs, decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
+    model = dataplane.service.resolve(
+        message.model_name,
+        codec.parse_version(message.model_version),
+        refuse_decoupled=DECOUPLED_ON_UNARY if unary else None,
     )
-    return GrpcRequest(message, model, prepared, decoded.enable_empty_final)
+    return GrpcRequest(message, model, codec.decode_request(message, model.name))
 
 
 async def model_infer(dataplane: DataPlane, message: pb.ModelInferRequest) -> pb.ModelInferResponse:
     """Run a unary ModelInfer; cancelling the awaiting task cancels the request."""
-    request = prepare(dataplane, message, unary=True)
-    response = await dataplane.infer(request.prepared)
+    request = decode(dataplane, message, unary=True)
+    decoded = request.decoded
+    response = await dataplane.infer(
+        request.model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
+    )
     return codec.encode_response(
         response,
         model_name=request.model.name,

@@ -47,7 +47,7 @@ class InferenceServicer:
 
     async def model_ready(self, request: pb.ModelReadyRequest) -> pb.ModelReadyResponse:
         version = codec.parse_version(request.version)
-        return pb.ModelReadyResponse(ready=self._dataplane.model_ready(request.name, version))
+        return pb.ModelReadyResponse(ready=await self._dataplane.model_ready(request.name, version))
 
     async def server_metadata(self, request: pb.ServerMetadataRequest) -> pb.ServerMetadataResponse:
         return pb.ServerMetadataResponse(**self._dataplane.server_metadata())

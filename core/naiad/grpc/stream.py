@@ -1,9 +1,9 @@
 """ModelStreamInfer: many requests on one bidirectional stream, answered as they complete.
 
-Every request is prepared as it is read and then runs in its own task through
-:meth:`DataPlane.stream`. One writer sends the responses. Models that are not decoupled
-answer exactly once and, as in Triton, those answers (and the errors of requests that
-could not start) go out in request order; decoupled models' responses go out as produced.
+Every request is decoded and submitted as it is read and then awaited in its own task. One
+writer sends the responses. Models that are not decoupled answer exactly once and, as in
+Triton, those answers (and the errors of requests that could not start) go out in request
+order; decoupled models' responses go out as produced.
 Errors never end the stream: they travel in ``error_message``. When the call ends early
 (client cancelled, deadline) every task is cancelled, which cancels its request.
 """
@@ -17,10 +17,10 @@ from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, 
 from dataclasses import dataclass
 from typing import Any, cast
 
-from naiad.dataplane import DataPlane
+from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import ErrorCode, NaiadError
 from naiad.grpc import codec
-from naiad.grpc.infer import GrpcRequest, prepare
+from naiad.grpc.infer import GrpcRequest, decode
 from naiad.inference import ResponseEvent
 from naiad.protocol import grpc_service_pb2 as pb
 
@@ -70,19 +70,27 @@ class StreamSession:
 
     def _start(self, message: pb.ModelInferRequest) -> None:
         try:
-            request = prepare(self._dataplane, message, unary=False)
+            request = decode(self._dataplane, message, unary=False)
+            decoded = request.decoded
+            stream = self._dataplane.open_stream(
+                request.model,
+                decoded.inputs,
+                outputs=decoded.outputs,
+                request_id=decoded.id,
+                parameters=decoded.parameters,
+            )
         except NaiadError as error:
             self._refuse(message, error)
         except Exception as exc:  # a bug: answer INTERNAL and keep the stream open
             logger.exception(
-                "preparing a ModelStreamInfer request for model '%s' version '%s' failed",
+                "starting a ModelStreamInfer request for model '%s' version '%s' failed",
                 message.model_name,
                 message.model_version,
                 extra={"model": message.model_name},
             )
             self._refuse(message, _internal(exc))
         else:
-            self._spawn(self._serve(request, None if request.decoupled else self._take_turn()))
+            self._spawn(self._serve(request, stream, None if request.decoupled else self._take_turn()))
 
     def _refuse(self, message: pb.ModelInferRequest, error: NaiadError) -> None:
         """Answer a request that could not start: its id and the error, in request order."""
@@ -116,11 +124,10 @@ class StreamSession:
             if not turn.done.done():
                 turn.done.set_result(None)
 
-    async def _serve(self, request: GrpcRequest, turn: _Turn | None) -> None:
+    async def _serve(self, request: GrpcRequest, stream: ResponseStream, turn: _Turn | None) -> None:
         try:
             try:
-                # DataPlane.stream is an async generator; closing it at once cancels the request.
-                events = cast(AsyncGenerator[ResponseEvent, None], self._dataplane.stream(request.prepared))
+                events = cast(AsyncGenerator[ResponseEvent, None], stream.events())
                 async with contextlib.aclosing(events):
                     async for event in events:
                         response = _stream_response(request, event)
@@ -137,6 +144,7 @@ class StreamSession:
                 )
                 await self._send(codec.stream_response(request.bare_response(), final=True, error=_internal(exc)), turn)
         finally:
+            stream.close()  # the task may be cancelled before it iterated at all
             if turn is not None and not turn.done.done():
                 turn.done.set_result(None)
 
@@ -147,7 +155,7 @@ def _stream_response(request: GrpcRequest, event: ResponseEvent) -> pb.ModelStre
         if not request.decoupled:
             error = NaiadError(f"model '{request.model.name}' sent a final flag without a response", ErrorCode.INTERNAL)
             return codec.stream_response(request.bare_response(), final=True, error=error)
-        if not request.enable_empty_final:
+        if not request.decoded.enable_empty_final:
             return None
         return codec.stream_response(request.bare_response(), final=True)
     if event.response.error is not None:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
-from naiad.dataplane import DataPlane, PreparedRequest, ServerState
+from naiad.dataplane import DataPlane, ServerState
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http.disconnect import until_disconnected
-from naiad.http.generate import generate_events, generate_once, prepare_generate
+from naiad.http.generate import GenerateRequest, decode_generate, generate_events, generate_once, open_generate
 from naiad.http.infer import InferRouter
 from naiad.http.observability import observability_routes
 from naiad.http.repository import repository_routes
@@ -41,10 +42,11 @@ def _version(request: Request) -> str:
     return "" if version is None else str(version)
 
 
-def build_app(dataplane: DataPlane) -> InferRouter:
+def build_app(dataplane: DataPlane, extra_routes: Sequence[BaseRoute] = ()) -> InferRouter:
     """The ASGI application serving every implemented endpoint of protocol-http.
 
-    Inference goes straight to :mod:`naiad.http.infer`; every other endpoint is a starlette route.
+    Inference goes straight to :mod:`naiad.http.infer`; every other endpoint is a starlette route,
+    as are ``extra_routes`` (the plugins', e.g. an OpenAI-compatible ``/v1/...``).
     """
 
     async def live(request: Request) -> Response:
@@ -56,7 +58,7 @@ def build_app(dataplane: DataPlane) -> InferRouter:
         return _EMPTY_OK if dataplane.ready() else Response(b"", status_code=400)
 
     async def model_ready(request: Request) -> Response:
-        if dataplane.model_ready(request.path_params["model"], _version(request)):
+        if await dataplane.model_ready(request.path_params["model"], _version(request)):
             return _EMPTY_OK
         return JSONResponse({"error": "Model version not ready"}, status_code=400)
 
@@ -80,17 +82,19 @@ def build_app(dataplane: DataPlane) -> InferRouter:
 
     async def generate(request: Request) -> Response:
         try:
-            prepared = await _prepare_generate(dataplane, request)
-            return JSONResponse(await until_disconnected(request.receive, generate_once(dataplane, prepared)))
+            decoded = await _decode_generate(dataplane, request)
+            stream = open_generate(dataplane, decoded)
+            return JSONResponse(await until_disconnected(request.receive, generate_once(decoded, stream)))
         except NaiadError as error:
             return error_response(error)
 
     async def generate_stream(request: Request) -> Response:
         try:
-            prepared = await _prepare_generate(dataplane, request)
+            decoded = await _decode_generate(dataplane, request)
+            events = generate_events(decoded, open_generate(dataplane, decoded))
         except NaiadError as error:
             return error_response(error)
-        return StreamingResponse(generate_events(dataplane, prepared), media_type=_EVENT_STREAM)
+        return StreamingResponse(events, media_type=_EVENT_STREAM)
 
     model_routes = [
         ("/ready", model_ready, "GET"),
@@ -106,6 +110,7 @@ def build_app(dataplane: DataPlane) -> InferRouter:
         Route("/v2", server_metadata, methods=["GET"]),
         *observability_routes(dataplane),
         *repository_routes(dataplane),
+        *extra_routes,
     ]
     for suffix, endpoint, method in model_routes:
         routes.append(Route(f"/v2/models/{{model}}/versions/{{version:int}}{suffix}", endpoint, methods=[method]))
@@ -126,8 +131,8 @@ def build_app(dataplane: DataPlane) -> InferRouter:
     return InferRouter(dataplane, fallback)
 
 
-async def _prepare_generate(dataplane: DataPlane, request: Request) -> PreparedRequest:
-    model = dataplane.lifecycle.lookup(request.path_params["model"], _version(request))
+async def _decode_generate(dataplane: DataPlane, request: Request) -> GenerateRequest:
+    model = dataplane.service.resolve(request.path_params["model"], _version(request))
     if request.headers.get("content-encoding", "identity") != "identity":
         raise invalid_arg("Unsupported content-encoding, only 'identity' is supported.")
-    return prepare_generate(dataplane, model, await request.body())
+    return decode_generate(model, await request.body())

@@ -17,8 +17,9 @@ import numpy.typing as npt
 
 from naiad import datatypes
 from naiad.errors import ErrorCode, NaiadError, invalid_arg
-from naiad.inference import InferenceResponse, ParameterValue, Tensor
+from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.models import ModelSignature
+from naiad.tensor import Tensor
 from naiad.validation import request_prefix
 from naiad.wire import from_bytes, tensor_bytes
 
@@ -26,15 +27,6 @@ from naiad.wire import from_bytes, tensor_bytes
 def parse_error(message: str) -> NaiadError:
     """A body Triton could not parse at all: answered with 500, as Triton 2.51 does."""
     return NaiadError(message, ErrorCode.INTERNAL)
-
-
-@dataclass(slots=True)
-class RequestedOutput:
-    """An entry of the request's ``outputs`` list."""
-
-    name: str
-    binary: bool | None = None
-    classification: int = 0
 
 
 @dataclass(slots=True)
@@ -315,7 +307,7 @@ def _to_json(tensor: Tensor) -> list[Any]:
             f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format "
             f"for output {tensor.name}"
         )
-    flat = tensor.data.reshape(-1)
+    flat = tensor.numpy().reshape(-1)
     if tensor.datatype == "BYTES":
         return [item.decode("utf-8", "replace") for item in datatypes.to_bytes_array(flat)]
     values: list[Any] = flat.tolist()

@@ -9,16 +9,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from naiad import datatypes
-from naiad.dataplane import DataPlane, PreparedRequest
+from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http.codec import parse_error
-from naiad.inference import InferenceResponse, ParameterValue, Tensor
-from naiad.models import InputSpec, ModelVersion
+from naiad.inference import InferenceResponse, ParameterValue
+from naiad.models import InputSpec, ServingModel
+from naiad.tensor import Tensor
 
 ONE_RESPONSE_EXPECTED = (
     "generate expects model to produce exactly 1 response, use generate stream for model that "
@@ -26,15 +28,24 @@ ONE_RESPONSE_EXPECTED = (
 )
 
 
-def prepare_generate(dataplane: DataPlane, model: ModelVersion, body: bytes) -> PreparedRequest:
-    """Map a generate body onto the model's inputs and request parameters, then validate it."""
+@dataclass(slots=True)
+class GenerateRequest:
+    """A generate body mapped onto a model's inputs and request parameters."""
+
+    model: ServingModel
+    inputs: list[Tensor]
+    parameters: dict[str, ParameterValue]
+    id: str
+
+
+def decode_generate(model: ServingModel, body: bytes) -> GenerateRequest:
+    """Map a generate body onto the model's inputs and request parameters."""
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise parse_error(f"failed to parse the request JSON buffer: {error}") from None
     if not isinstance(document, dict):
         raise parse_error("failed to parse the request JSON buffer: the document is not a JSON object")
-    assert model.signature is not None
     specs = model.signature.inputs
     batching = model.signature.max_batch_size > 0
     inputs: list[Tensor] = []
@@ -51,13 +62,7 @@ def prepare_generate(dataplane: DataPlane, model: ModelVersion, body: bytes) -> 
         else:
             raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
     request_id = document.get("id", "")
-    return dataplane.prepare(
-        model,
-        inputs,
-        [],
-        request_id=request_id if isinstance(request_id, str) else "",
-        parameters=parameters,
-    )
+    return GenerateRequest(model, inputs, parameters, request_id if isinstance(request_id, str) else "")
 
 
 def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
@@ -85,7 +90,7 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
     return Tensor(spec.name, datatype.wire, array.reshape(shape))
 
 
-def response_document(model: ModelVersion, request_id: str, response: InferenceResponse) -> dict[str, Any]:
+def response_document(model: ServingModel, request_id: str, response: InferenceResponse) -> dict[str, Any]:
     """One generate response object: outputs and parameters as top-level keys (sorted, like Triton)."""
     document: dict[str, Any] = {"model_name": model.name, "model_version": str(model.version)}
     if request_id:
@@ -97,7 +102,7 @@ def response_document(model: ModelVersion, request_id: str, response: InferenceR
 
 
 def _output_value(tensor: Tensor) -> Any:
-    flat = tensor.data.reshape(-1)
+    flat = tensor.numpy().reshape(-1)
     if tensor.datatype == "BYTES":
         values: list[Any] = [item.decode("utf-8", "replace") for item in datatypes.to_bytes_array(flat)]
     else:
@@ -105,30 +110,35 @@ def _output_value(tensor: Tensor) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-async def generate_once(dataplane: DataPlane, prepared: PreparedRequest) -> dict[str, Any]:
-    """Run a generate request; exactly one response is expected."""
+def open_generate(dataplane: DataPlane, request: GenerateRequest) -> ResponseStream:
+    """Queue a generate request (refusals raise here)."""
+    return dataplane.open_stream(request.model, request.inputs, request_id=request.id, parameters=request.parameters)
+
+
+async def generate_once(request: GenerateRequest, stream: ResponseStream) -> dict[str, Any]:
+    """Collect a generate request's responses; exactly one is expected."""
     responses: list[InferenceResponse] = []
-    async for event in dataplane.stream(prepared):
+    async for event in stream.events():
         if event.response is not None:
             if event.response.error is not None:
                 raise event.response.error
             responses.append(event.response)
     if len(responses) != 1:
         return {"error": ONE_RESPONSE_EXPECTED}
-    return response_document(prepared.model, prepared.request.id, responses[0])
+    return response_document(request.model, request.id, responses[0])
 
 
-async def generate_events(dataplane: DataPlane, prepared: PreparedRequest) -> AsyncIterator[bytes]:
+async def generate_events(request: GenerateRequest, stream: ResponseStream) -> AsyncIterator[bytes]:
     """Server-sent events, one per response; an error ends the stream with an error event."""
     try:
-        async for event in dataplane.stream(prepared):
+        async for event in stream.events():
             response = event.response
             if response is None:
                 continue
             if response.error is not None:
                 yield _event({"error": response.error.message})
                 return
-            yield _event(response_document(prepared.model, prepared.request.id, response))
+            yield _event(response_document(request.model, request.id, response))
     except NaiadError as error:
         yield _event({"error": error.message})
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from naiad.dataplane import DataPlane
-from naiad.errors import ErrorCode, NaiadError, invalid_arg, unsupported
+from naiad.errors import ErrorCode, NaiadError, invalid_arg
 from naiad.http import codec
 from naiad.http.disconnect import until_disconnected
 from naiad.http.status import http_status
@@ -27,6 +27,8 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DECOUPLED_ON_HTTP = "HTTP end point doesn't support models with decoupled transaction policy"
 
 INFER_PATH = re.compile(r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[0-9]+))?/infer")
 
@@ -77,23 +79,15 @@ async def infer(
     dataplane: DataPlane, scope: Scope, receive: Receive, name: str, version: str
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """Run one infer request; returns status, headers and body."""
-    model = dataplane.lifecycle.lookup(name, version)
+    model = dataplane.service.resolve(name, version, refuse_decoupled=DECOUPLED_ON_HTTP)
     headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
     body = _decompress(await _read_body(receive), headers.get("content-encoding"))
     header_length = _header_length(headers.get("inference-header-content-length"))
-    signature = model.signature
-    assert signature is not None
-    decoded = codec.decode_request(body, header_length, name, signature)
-    prepared = dataplane.prepare(
-        model,
-        decoded.inputs,
-        [output.name for output in decoded.outputs],
-        request_id=decoded.id,
-        parameters=decoded.parameters,
+    decoded = codec.decode_request(body, header_length, name, model.signature)
+    inference = dataplane.infer(
+        model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
     )
-    if signature.decoupled:
-        raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
-    response = await until_disconnected(receive, dataplane.infer(prepared))
+    response = await until_disconnected(receive, inference)
     payload, json_length = codec.encode_response(
         response, model_name=model.name, model_version=model.version, request=decoded
     )

@@ -15,7 +15,7 @@ from prometheus_client.metrics_core import Metric
 
 from naiad.lifecycle import ModelLifecycle
 from naiad.metrics.config import MetricsOptions
-from naiad.models import ModelVersion
+from naiad.models import ServingModel
 from naiad.statistics import FAILURE_REASONS, HistogramSnapshot, StatisticsSnapshot
 
 _TAG_INVALID = re.compile(r"[^a-zA-Z0-9_]")
@@ -101,27 +101,24 @@ class ModelCollector:
 
     def _versions(self) -> list[_Version]:
         versions: list[_Version] = []
-        for record in sorted(self._lifecycle.records(), key=lambda record: record.name):
-            for _, loaded in sorted(record.versions.items()):
-                statistics = loaded.statistics
-                if not loaded.ready or statistics is None:
+        serving = self._lifecycle.serving()
+        for name in sorted(serving):
+            for _, model in sorted(serving[name].by_version.items()):
+                statistics = model.statistics
+                if statistics is None:
                     continue
                 versions.append(
                     _Version(
-                        self._labels(loaded),
-                        statistics.snapshot(),
-                        loaded.config.max_batch_size if loaded.config is not None else 0,
-                        statistics.decoupled,
+                        self._labels(model), statistics.snapshot(), model.config.max_batch_size, statistics.decoupled
                     )
                 )
         return versions
 
-    def _labels(self, loaded: ModelVersion) -> dict[str, str]:
-        labels = {"model": loaded.name, "version": str(loaded.version)}
-        if loaded.config is not None:
-            for key, value in loaded.config.metric_tags.items():
-                labels["_" + _TAG_INVALID.sub("_", key)] = value
-        statistics = loaded.statistics
+    def _labels(self, model: ServingModel) -> dict[str, str]:
+        labels = {"model": model.name, "version": str(model.version)}
+        for key, value in model.config.metric_tags.items():
+            labels["_" + _TAG_INVALID.sub("_", key)] = value
+        statistics = model.statistics
         if statistics is not None and len(statistics.gpu_devices) == 1:
             uuid = self._gpu_uuid(next(iter(statistics.gpu_devices)))
             if uuid is not None:

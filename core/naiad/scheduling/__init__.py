@@ -1,47 +1,25 @@
-"""Schedulers: how queued requests of one model version reach its instances."""
+"""naiad's own schedulers: how queued requests of one model version reach its instances.
+
+They are the default implementation of the ``naiad_create_scheduler`` hook: a backend that returns
+no scheduler of its own gets the one its config asks for from :func:`build_scheduler`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
-from naiad.backend import ModelInstance
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.contexts import SchedulerContext
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.direct import DirectScheduler
-from naiad.scheduling.dynamic import DynamicScheduler, rules_from_config
-from naiad.scheduling.execution import execute_batch
+from naiad.scheduling.dynamic import DynamicScheduler
 from naiad.scheduling.sequence import SequenceScheduler
 
-__all__ = [
-    "DirectScheduler",
-    "DynamicScheduler",
-    "Scheduler",
-    "SequenceScheduler",
-    "build_scheduler",
-    "execute_batch",
-]
+__all__ = ["DirectScheduler", "DynamicScheduler", "Scheduler", "SequenceScheduler", "build_scheduler"]
 
 
-def build_scheduler(
-    config: ModelConfig,
-    instances: Sequence[tuple[str, ModelInstance]],
-    *,
-    decoupled: bool,
-    model_dir: Path | None = None,
-) -> Scheduler:
-    """The scheduler a config asks for: the sequence batcher, the dynamic batcher, or one request at a time.
-
-    ``model_dir`` is where ``sequence_batching.state`` initial-state ``data_file`` files are read from.
-    """
+def build_scheduler(context: SchedulerContext) -> Scheduler:
+    """The scheduler a config asks for: the sequence batcher, the dynamic batcher, or one request at a time."""
+    config = context.config
     if config.HasField("sequence_batching"):
-        return SequenceScheduler(config, instances, decoupled=decoupled, model_dir=model_dir)
+        return SequenceScheduler(context)
     if config.HasField("dynamic_batching"):
-        return DynamicScheduler(
-            config.name,
-            instances,
-            rules_from_config(config),
-            decoupled=decoupled,
-            preserve_ordering=config.dynamic_batching.preserve_ordering,
-        )
-    return DirectScheduler(config.name, instances, decoupled=decoupled)
+        return DynamicScheduler(context)
+    return DirectScheduler(context)

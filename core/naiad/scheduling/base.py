@@ -1,23 +1,25 @@
-"""The boundary between the data plane and whatever forms batches and runs instances."""
+"""The boundary between the data plane and whatever admits, batches and executes a model's requests."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 from naiad.inference import InferenceRequest
+from naiad.pipeline import ResponseStage
 
 
 class Scheduler(ABC):
     """Accepts validated requests for one model version and gets them executed.
 
-    ``submit`` is called on the event loop and must not block; responses travel back
-    through each request's sender. ``stop`` finishes everything already accepted before
-    it returns, so nothing accepted is lost on unload or shutdown.
+    ``submit`` may be called from any thread (the event loop, a backend's worker thread) and must
+    not block; responses travel back through each request's sender. ``stop`` finishes everything
+    already accepted before it returns, so nothing accepted is lost on unload or shutdown.
     """
 
     @abstractmethod
     def start(self) -> None:
-        """Start the worker threads."""
+        """Start working (threads, engine loops)."""
 
     @abstractmethod
     def submit(self, request: InferenceRequest) -> None:
@@ -25,4 +27,8 @@ class Scheduler(ABC):
 
     @abstractmethod
     def stop(self) -> None:
-        """Finish every accepted request, then stop the workers."""
+        """Finish every accepted request, then stop."""
+
+    def stages(self) -> Sequence[ResponseStage]:
+        """Response-pipeline stages this scheduler needs, in order (e.g. to release responses in order)."""
+        return ()

@@ -3,31 +3,29 @@
 from __future__ import annotations
 
 import queue
-from collections.abc import Sequence
 
-from naiad.backend import ModelInstance
+from naiad.contexts import SchedulerContext
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest, InferenceResponse
+from naiad.inference import InferenceRequest
 from naiad.scheduling.base import Scheduler
-from naiad.scheduling.execution import execute_batch
+from naiad.scheduling.execution import InstanceRunner, answer
 from naiad.scheduling.workers import WorkerThreads, unloading_error
 
 
 class DirectScheduler(Scheduler):
-    """Hands each request, in arrival order, to the next free instance."""
+    """Hands each request, in arrival order, to the next free instance (a queued request wakes one)."""
 
-    def __init__(self, name: str, instances: Sequence[tuple[str, ModelInstance]], *, decoupled: bool) -> None:
-        self._name = name
-        self._instances = list(instances)
-        self._decoupled = decoupled
+    def __init__(self, context: SchedulerContext) -> None:
+        self._name = context.model_name
+        self._runners = context.instances
         self._queue: queue.SimpleQueue[InferenceRequest | None] = queue.SimpleQueue()
         self._threads = WorkerThreads()
         self._accepting = False
 
     def start(self) -> None:
         self._accepting = True
-        for instance_name, instance in self._instances:
-            self._threads.spawn(f"naiad-{instance_name}", self._work, instance)
+        for runner in self._runners:
+            self._threads.spawn(f"naiad-{runner.name}", self._work, runner)
 
     def submit(self, request: InferenceRequest) -> None:
         if not self._accepting:
@@ -40,12 +38,9 @@ class DirectScheduler(Scheduler):
             self._queue.put(None)
         self._threads.join()
 
-    def _work(self, instance: ModelInstance) -> None:
+    def _work(self, runner: InstanceRunner) -> None:
         while (request := self._queue.get()) is not None:
             if request.is_cancelled():
-                request.sender.send(
-                    InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED)),
-                    final=True,
-                )
+                answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))
                 continue
-            execute_batch(instance, (request,), decoupled=self._decoupled)
+            runner.execute((request,))

@@ -8,9 +8,10 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from naiad.backend import ModelInstance
+from naiad.contexts import SchedulerContext
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest, InferenceResponse
+from naiad.inference import InferenceRequest
+from naiad.pipeline import ResponseStage
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelQueuePolicy
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.batch_former import (
@@ -22,7 +23,7 @@ from naiad.scheduling.batch_former import (
     TimeoutAction,
     timed_out_error,
 )
-from naiad.scheduling.execution import execute_batch
+from naiad.scheduling.execution import InstanceRunner, answer
 from naiad.scheduling.ordering import OrderedRelease
 from naiad.scheduling.workers import WorkerThreads, unloading_error
 
@@ -54,54 +55,62 @@ def _policy(policy: ModelQueuePolicy) -> QueuePolicy:
 
 
 class DynamicScheduler(Scheduler):
-    """Worker threads, one per instance, each taking the next batch the former allows."""
+    """Worker threads, one per instance, each taking the next batch the former allows.
+
+    A queued request wakes one idle worker; a worker that leaves requests behind wakes the next.
+    """
 
     def __init__(
         self,
-        name: str,
-        instances: Sequence[tuple[str, ModelInstance]],
-        rules: BatchingRules,
+        context: SchedulerContext,
+        rules: BatchingRules | None = None,
         *,
-        decoupled: bool,
-        preserve_ordering: bool = False,
         clock: Clock = time.monotonic_ns,
     ) -> None:
-        self._name = name
-        self._instances = list(instances)
-        self._decoupled = decoupled
-        self._former = BatchFormer(rules, clock)
+        config = context.config
+        self._name = context.model_name
+        self._runners = context.instances
+        self._former = BatchFormer(rules or rules_from_config(config), clock)
         self._clock = clock
-        self._ordering = OrderedRelease() if preserve_ordering else None
-        self._condition = threading.Condition()
+        self._ordering = OrderedRelease() if config.dynamic_batching.preserve_ordering else None
+        lock = threading.Lock()
+        self._work_ready = threading.Condition(lock)  # workers: a request arrived or the queue changed
+        self._timer = threading.Condition(lock)  # the timeout thread: a deadline may now be due sooner
         self._threads = WorkerThreads()
         self._accepting = False
         self._stopping = False
         self.batch_sizes: Counter[int] = Counter()  # executed batches by row count
 
+    def stages(self) -> Sequence[ResponseStage]:
+        return () if self._ordering is None else (self._ordering,)
+
     def start(self) -> None:
         self._accepting = True
-        for instance_name, instance in self._instances:
-            self._threads.spawn(f"naiad-{instance_name}", self._work, instance, instance_name)
+        for runner in self._runners:
+            self._threads.spawn(f"naiad-{runner.name}", self._work, runner)
         if self._former.has_timeouts:
             self._threads.spawn(f"naiad-{self._name}-timeouts", self._apply_timeouts)
 
     def submit(self, request: InferenceRequest) -> None:
-        with self._condition:
+        with self._work_ready:
             if not self._accepting:
                 raise unloading_error(self._name)
             self._former.enqueue(request)
             if self._ordering is not None:
                 self._ordering.register(request.sender)
-            self._condition.notify_all()
+            self._work_ready.notify()
+            if self._former.has_timeouts:
+                self._timer.notify()
 
     def stop(self) -> None:
-        with self._condition:
+        with self._work_ready:
             self._accepting = False
             self._stopping = True
-            self._condition.notify_all()
+            self._work_ready.notify_all()
+            self._timer.notify_all()
         self._threads.join()
 
-    def _work(self, instance: ModelInstance, instance_name: str) -> None:
+    def _work(self, runner: InstanceRunner) -> None:
         while (batch := self._next_batch()) is not None:
             self.batch_sizes[batch.size] += 1
             logger.debug(
@@ -109,28 +118,30 @@ class DynamicScheduler(Scheduler):
                 self._name,
                 batch.size,
                 len(batch.requests),
-                instance_name,
+                runner.name,
                 batch.reason.value,
             )
-            execute_batch(instance, batch.requests, decoupled=self._decoupled)
+            runner.execute(batch.requests)
 
     def _next_batch(self) -> Batch | None:
-        with self._condition:
+        with self._work_ready:
             while True:
                 self._answer_removed()
                 batch = self._former.next_batch(flush=self._stopping)
                 if batch is not None:
+                    if len(self._former):
+                        self._work_ready.notify()  # more waits: let another idle worker look
                     return batch
                 if self._stopping:
                     return None
-                self._condition.wait(self._wait_seconds())
+                self._work_ready.wait(self._wait_seconds())
 
     def _apply_timeouts(self) -> None:
         """Apply queue timeouts on time, even while every instance is busy."""
-        with self._condition:
+        with self._timer:
             while not self._stopping:
                 self._answer_removed()
-                self._condition.wait(self._seconds_until(self._former.next_deadline_ns()))
+                self._timer.wait(self._seconds_until(self._former.next_deadline_ns()))
 
     def _wait_seconds(self) -> float | None:
         return self._seconds_until(self._former.next_wakeup_ns())
@@ -142,8 +153,6 @@ class DynamicScheduler(Scheduler):
 
     def _answer_removed(self) -> None:
         for request in self._former.expire():
-            request.sender.send(InferenceResponse(error=timed_out_error()), final=True)
+            answer(request, timed_out_error())
         for request in self._former.drop_cancelled():
-            request.sender.send(
-                InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED)), final=True
-            )
+            answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))

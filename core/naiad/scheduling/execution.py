@@ -1,46 +1,162 @@
-"""Running one batch on one instance with the execution contract enforced."""
+"""Running one batch on one instance, with the execution contract, statistics and rate limiting.
+
+Schedulers never call a backend's ``execute`` themselves: each instance comes to them as an
+:class:`InstanceRunner`, whose :meth:`~InstanceRunner.execute` (on a worker thread) or
+:meth:`~InstanceRunner.execute_async` (on the server's event loop) waits for the instance's
+rate-limiter resources, times the execution for the statistics, runs the backend's sync or
+``async def execute`` where it belongs, and makes sure no request is left without an answer.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import cast
 
-from naiad.backend import ModelInstance
+from naiad.backend_model import ModelInstance
+from naiad.contexts import InstanceContext
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import InferenceRequest, InferenceResponse
+from naiad.scheduling.rate_limiter import RateLimiter, ResourceNeeds
+from naiad.sinks import held_wakeups
+from naiad.statistics import ModelStatistics
 
 logger = logging.getLogger(__name__)
 
+_now = time.monotonic_ns
 
-def execute_batch(instance: ModelInstance, requests: Sequence[InferenceRequest], *, decoupled: bool) -> None:
-    """Execute ``requests`` on ``instance``; no request is ever left without an answer.
 
-    An exception escaping the backend fails every request it had not finished. A
-    non-decoupled request still open when ``execute`` returns gets an error naming the
-    model, because its client would otherwise wait forever.
-    """
-    try:
-        instance.execute(requests)
-    except Exception as error:
-        model = requests[0].model_name
-        logger.exception("model '%s' version %s failed to execute a batch", model, requests[0].model_version)
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """The rate limiter an instance waits on, and what it needs from it."""
+
+    limiter: RateLimiter
+    needs: ResourceNeeds
+
+
+class InstanceRunner:
+    """One instance of a model version, as its scheduler drives it."""
+
+    def __init__(
+        self,
+        info: InstanceContext,
+        instance: ModelInstance,
+        *,
+        decoupled: bool,
+        statistics: ModelStatistics | None = None,
+        rate_limit: RateLimit | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.info = info
+        self.instance = instance
+        self._decoupled = decoupled
+        self._statistics = statistics
+        self._is_async = inspect.iscoroutinefunction(instance.execute)
+        if self._is_async and loop is None:
+            raise NaiadError(
+                f"instance '{info.name}' of model '{info.model_name}' has an async execute, which needs the "
+                "server's event loop, and none was given",
+                ErrorCode.INTERNAL,
+            )
+        self._loop = loop
+        self._rate_limit = rate_limit
+        self._waiter = rate_limit.limiter.register(rate_limit.needs, info.model_name) if rate_limit else None
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the instance's ``execute`` is a coroutine function, run on the server's loop."""
+        return self._is_async
+
+    def execute(self, requests: Sequence[InferenceRequest]) -> None:
+        """Run one batch to the end of ``execute``; call from a worker thread, never the loop."""
+        limit, waiter = self._rate_limit, self._waiter
+        if limit is not None and waiter is not None:
+            limit.limiter.acquire(waiter)  # waiting for resources counts as queue time
+        try:
+            # A non-decoupled batch's responses all reach the event loop with one wake-up, at its end.
+            with contextlib.nullcontext() if self._decoupled else held_wakeups():
+                start = self._started(requests)
+                try:
+                    if self._is_async:
+                        assert self._loop is not None
+                        asyncio.run_coroutine_threadsafe(self._call_async(requests), self._loop).result()
+                    else:
+                        self.instance.execute(requests)
+                except Exception as error:
+                    self._failed(requests, error)
+                finally:
+                    self._ended(requests, start)
+                self._answer_forgotten(requests)
+        finally:
+            if limit is not None and waiter is not None:
+                limit.limiter.release(waiter)
+
+    async def execute_async(self, requests: Sequence[InferenceRequest]) -> None:
+        """Run one batch on the event loop (async instances only; rate limiting does not apply)."""
+        start = self._started(requests)
+        try:
+            await self._call_async(requests)
+        except Exception as error:
+            self._failed(requests, error)
+        finally:
+            self._ended(requests, start)
+        self._answer_forgotten(requests)
+
+    async def _call_async(self, requests: Sequence[InferenceRequest]) -> None:
+        await cast(Awaitable[None], self.instance.execute(requests))
+
+    def close(self) -> None:
+        """Leave the rate limiter; the instance itself is finalized by the loader."""
+        if self._rate_limit is not None and self._waiter is not None:
+            self._rate_limit.limiter.unregister(self._waiter)
+
+    def _started(self, requests: Sequence[InferenceRequest]) -> int:
+        start = _now()
+        if self._statistics is not None:
+            self._statistics.started(requests, start)
+        return start
+
+    def _ended(self, requests: Sequence[InferenceRequest], start: int) -> None:
+        if self._statistics is not None:
+            self._statistics.executed(requests, start, _now())
+
+    def _failed(self, requests: Sequence[InferenceRequest], error: Exception) -> None:
+        """An exception escaped ``execute``: fail every request it had not finished."""
+        info = self.info
+        logger.exception("model '%s' version %s failed to execute a batch", info.model_name, info.version)
         message = error.message if isinstance(error, NaiadError) else f"{type(error).__name__}: {error}"
         code = error.code if isinstance(error, NaiadError) else ErrorCode.INTERNAL
-        _fail_open(requests, NaiadError(f"failed to execute model '{model}': {message}", code))
-        return
-    if not decoupled:
-        _fail_open(
-            requests,
-            NaiadError(
-                f"model '{requests[0].model_name}' returned from execute without answering the request",
-                ErrorCode.INTERNAL,
-            ),
-        )
+        fail_open(requests, NaiadError(f"failed to execute model '{info.model_name}': {message}", code))
+
+    def _answer_forgotten(self, requests: Sequence[InferenceRequest]) -> None:
+        """A non-decoupled request still open when ``execute`` returns would wait forever: fail it."""
+        if not self._decoupled:
+            fail_open(
+                requests,
+                NaiadError(
+                    f"model '{self.info.model_name}' returned from execute without answering the request",
+                    ErrorCode.INTERNAL,
+                ),
+            )
 
 
-def _fail_open(requests: Sequence[InferenceRequest], error: NaiadError) -> None:
+def fail_open(requests: Sequence[InferenceRequest], error: NaiadError) -> None:
+    """Answer every request not yet finished with ``error``."""
     for request in requests:
-        if not request.sender.closed:
-            with contextlib.suppress(NaiadError):  # closed concurrently by a backend thread
-                request.sender.send(InferenceResponse(error=error), final=True)
+        answer(request, error)
+
+
+def answer(request: InferenceRequest, error: NaiadError) -> None:
+    """Finish ``request`` with ``error`` unless it is finished already."""
+    if not request.sender.closed:
+        with contextlib.suppress(NaiadError):  # closed concurrently by a backend thread
+            request.sender.send(InferenceResponse(error=error), final=True)

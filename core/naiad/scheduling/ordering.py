@@ -3,42 +3,48 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
-from naiad.inference import ResponseEvent, ResponseSender
-
-Deliver = Callable[[ResponseEvent], None]
+from naiad.inference import Deliver, ResponseEvent, ResponseSender
 
 
 class OrderedRelease:
-    """Holds back each request's events until every earlier request has sent its final one."""
+    """A response-pipeline stage holding back each request's events until every earlier request
+    has sent its final one."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._issued = 0
         self._next = 0
-        self._held: dict[int, list[tuple[ResponseEvent, Deliver]]] = {}
+        self._held: dict[int, list[tuple[ResponseSender, ResponseEvent]]] = {}
 
     def register(self, sender: ResponseSender) -> None:
         """Give the sender the next place in line (call in arrival order)."""
         with self._lock:
-            place = self._issued
+            sender.place = self._issued
             self._issued += 1
-        sender.relay_through(lambda event, deliver: self._arrive(place, event, deliver))
 
-    def _arrive(self, place: int, event: ResponseEvent, deliver: Deliver) -> None:
+    def bind(self, forward: Deliver) -> Deliver:
+        def deliver(sender: ResponseSender, event: ResponseEvent) -> None:
+            self._arrive(sender, event, forward)
+
+        return deliver
+
+    def _arrive(self, sender: ResponseSender, event: ResponseEvent, forward: Deliver) -> None:
+        if sender.place < 0:  # never registered (a padding request): nothing to order
+            forward(sender, event)
+            return
         with self._lock:
-            if place != self._next:
-                self._held.setdefault(place, []).append((event, deliver))
+            if sender.place != self._next:
+                self._held.setdefault(sender.place, []).append((sender, event))
                 return
-            deliver(event)
+            forward(sender, event)
             if not event.final:
                 return
             self._next += 1
             while self._next in self._held:
                 events = self._held.pop(self._next)
-                for held_event, held_deliver in events:
-                    held_deliver(held_event)
-                if not events[-1][0].final:
+                for held_sender, held_event in events:
+                    forward(held_sender, held_event)
+                if not events[-1][1].final:
                     return
                 self._next += 1

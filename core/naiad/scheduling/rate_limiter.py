@@ -11,11 +11,8 @@ largest amount any single instance asks for.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-from naiad.backend import ModelInstance
-from naiad.inference import InferenceRequest
 
 GLOBAL_DEVICE = -1
 
@@ -98,29 +95,6 @@ class RateLimiter:
                 waiter.waiting = False
                 waiter.served += 1
                 waiter.turn.set()
-
-
-class RateLimitedInstance(ModelInstance):
-    """An instance that holds its resources for the length of each execution."""
-
-    def __init__(self, instance: ModelInstance, limiter: RateLimiter, needs: ResourceNeeds, model: str) -> None:
-        self._instance = instance
-        self._limiter = limiter
-        self._waiter = limiter.register(needs, model)
-
-    def execute(self, requests: Sequence[InferenceRequest]) -> None:
-        self._limiter.acquire(self._waiter)
-        try:
-            self._instance.execute(requests)
-        finally:
-            self._limiter.release(self._waiter)
-
-    def is_ready(self) -> bool:
-        return self._instance.is_ready()
-
-    def finalize(self) -> None:
-        self._limiter.unregister(self._waiter)
-        self._instance.finalize()
 
 
 def parse_resource(text: str) -> tuple[ResourceKey, int]:

@@ -10,29 +10,28 @@ backends see them as ordinary inputs. Decisions live in :mod:`sequence_table` an
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-from naiad.backend import ModelInstance
+from naiad.contexts import SchedulerContext
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest, InferenceResponse, ResponseEvent, ResponseSender, Tensor
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.inference import InferenceRequest, ResponseEvent, ResponseSender
+from naiad.pipeline import ResponseStage
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.batch_former import Batch, BatchingRules, Clock
-from naiad.scheduling.execution import execute_batch
+from naiad.scheduling.execution import InstanceRunner, answer
 from naiad.scheduling.ordering import OrderedRelease
 from naiad.scheduling.sequence_controls import SequenceControls, controls_from_config
 from naiad.scheduling.sequence_slots import DirectSlots, OldestSlots, SlotBatch
 from naiad.scheduling.sequence_state import ImplicitState, states_from_config
 from naiad.scheduling.sequence_table import Entry, SequenceTable, SlotKey, backlog_timeout_error
 from naiad.scheduling.workers import WorkerThreads, unloading_error
+from naiad.tensor import Tensor
 
 logger = logging.getLogger(__name__)
 
@@ -42,28 +41,20 @@ DEFAULT_IDLE_US = 1_000_000
 class SequenceScheduler(Scheduler):
     """Worker threads, one per instance, plus a keeper thread that ends idle sequences."""
 
-    def __init__(
-        self,
-        config: ModelConfig,
-        instances: Sequence[tuple[str, ModelInstance]],
-        *,
-        decoupled: bool,
-        model_dir: Path | None = None,
-        clock: Clock = time.monotonic_ns,
-    ) -> None:
+    def __init__(self, context: SchedulerContext, *, clock: Clock = time.monotonic_ns) -> None:
+        config = context.config
         batching = config.sequence_batching
         self._name = config.name
-        self._instances = list(instances)
-        self._decoupled = decoupled
+        self._runners = context.instances
         self._clock = clock
         self._controls: SequenceControls = controls_from_config(config)
-        self._state = ImplicitState(states_from_config(config, model_dir))
+        self._state = ImplicitState(states_from_config(config, context.model_dir))
         self._oldest = batching.HasField("oldest")
         slots = max(config.max_batch_size, 1)
         if self._oldest and batching.oldest.max_candidate_sequences > 0:
             slots = batching.oldest.max_candidate_sequences
         idle_us = batching.max_sequence_idle_microseconds or DEFAULT_IDLE_US
-        self._table = SequenceTable(config.name, len(self._instances), slots, idle_us, clock)
+        self._table = SequenceTable(config.name, len(self._runners), slots, idle_us, clock)
         ragged = frozenset(tensor.name for tensor in config.input if tensor.allow_ragged_batch)
         self._ordering = OrderedRelease() if self._oldest and batching.oldest.preserve_ordering else None
         self._batchers: list[DirectSlots | OldestSlots]
@@ -76,7 +67,7 @@ class SequenceScheduler(Scheduler):
             )
             self._batchers = [
                 OldestSlots(index, slots, self._table, clock, rules, self._prepare)
-                for index in range(len(self._instances))
+                for index in range(len(self._runners))
             ]
         else:
             self._batchers = [
@@ -90,7 +81,7 @@ class SequenceScheduler(Scheduler):
                     minimum_slot_utilization=batching.direct.minimum_slot_utilization,
                     ragged_inputs=ragged,
                 )
-                for index in range(len(self._instances))
+                for index in range(len(self._runners))
             ]
         lock = threading.Lock()
         self._condition = threading.Condition(lock)  # workers: new work or a slot freed
@@ -103,10 +94,18 @@ class SequenceScheduler(Scheduler):
 
     # -- Scheduler -------------------------------------------------------------------------------
 
+    def stages(self) -> Sequence[ResponseStage]:
+        stages: list[ResponseStage] = []
+        if self._state:
+            stages.append(self._state)
+        if self._ordering is not None:
+            stages.append(self._ordering)
+        return stages
+
     def start(self) -> None:
         self._accepting = True
-        for index, (instance_name, instance) in enumerate(self._instances):
-            self._threads.spawn(f"naiad-{instance_name}", self._work, index, instance_name, instance)
+        for index, runner in enumerate(self._runners):
+            self._threads.spawn(f"naiad-{runner.name}", self._work, index, runner)
         self._threads.spawn(f"naiad-{self._name}-sequences", self._keep)
 
     def submit(self, request: InferenceRequest) -> None:
@@ -124,7 +123,7 @@ class SequenceScheduler(Scheduler):
                     "model '%s': sequence %s queued on %s slot %d",
                     self._name,
                     request.correlation_id,
-                    self._instances[slot.instance][0],
+                    self._runners[slot.instance].name,
                     slot.slot,
                 )
                 self._batchers[slot.instance].enqueue(slot.slot, request.correlation_id, entry)
@@ -145,11 +144,11 @@ class SequenceScheduler(Scheduler):
         self._table.backlogs.clear()
         for request in leftover:
             if request is not None:
-                _answer(request, NaiadError(f"model '{self._name}' stopped", ErrorCode.UNAVAILABLE))
+                answer(request, NaiadError(f"model '{self._name}' stopped", ErrorCode.UNAVAILABLE))
 
     # -- threads ---------------------------------------------------------------------------------
 
-    def _work(self, index: int, instance_name: str, instance: ModelInstance) -> None:
+    def _work(self, index: int, runner: InstanceRunner) -> None:
         batcher = self._batchers[index]
         while True:
             with self._condition:
@@ -157,8 +156,8 @@ class SequenceScheduler(Scheduler):
                 if batch is None:
                     return
                 requests = self._materialize(batch)
-                self._record(batch, requests, instance_name, batcher)
-            execute_batch(instance, requests, decoupled=self._decoupled)
+                self._record(batch, requests, runner.name, batcher)
+            runner.execute(requests)
             with self._condition:
                 if isinstance(batcher, OldestSlots):
                     for request in requests:
@@ -169,7 +168,7 @@ class SequenceScheduler(Scheduler):
         while True:
             batch = batcher.next_batch(flush=self._stopping)
             for request in batcher.take_cancelled():
-                _answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))
+                answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))
             if batch is not None:
                 return batch
             if self._stopping and batcher.idle():
@@ -185,13 +184,13 @@ class SequenceScheduler(Scheduler):
                         "model '%s': sequence %s idle for too long; freeing %s slot %d",
                         self._name,
                         correlation_id,
-                        self._instances[slot.instance][0],
+                        self._runners[slot.instance].name,
                         slot.slot,
                     )
                     self._batchers[slot.instance].enqueue(slot.slot, correlation_id, Entry(None, self._clock()))
                     self._condition.notify_all()
                 for request in self._table.expire_backlogs():
-                    _answer(request, backlog_timeout_error())
+                    answer(request, backlog_timeout_error())
                 self._keeper_wakeup = self._table.next_wakeup_ns()
                 self._keeper.wait(self._wait_seconds(self._keeper_wakeup))
 
@@ -235,7 +234,7 @@ class SequenceScheduler(Scheduler):
             model_name=template.model_name,
             model_version=template.model_version,
             inputs=_with_inputs(generated, zeros),
-            requested_outputs=[],
+            requested_outputs={},
             sender=ResponseSender(_discard),
         )
 
@@ -283,9 +282,3 @@ def _zeros_like(tensor: Tensor) -> Tensor:
 
 def _discard(event: ResponseEvent) -> None:
     """Where a padding request's responses go."""
-
-
-def _answer(request: InferenceRequest, error: NaiadError) -> None:
-    if not request.sender.closed:
-        with contextlib.suppress(NaiadError):  # closed concurrently
-            request.sender.send(InferenceResponse(error=error), final=True)

@@ -14,8 +14,9 @@ import numpy.typing as npt
 
 from naiad import datatypes
 from naiad.errors import invalid_arg
-from naiad.inference import SEQUENCE_END, SEQUENCE_START, Tensor
+from naiad.inference import SEQUENCE_END, SEQUENCE_START
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelSequenceBatching
+from naiad.tensor import Tensor
 
 CorrelationId = int | str
 

@@ -9,7 +9,7 @@ the client sees unless the client asked for it. Backends need not do anything.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,16 @@ import numpy.typing as npt
 
 from naiad import datatypes
 from naiad.errors import invalid_arg
-from naiad.inference import SEQUENCE_START, InferenceRequest, ResponseEvent, Tensor
+from naiad.inference import (
+    SEQUENCE_START,
+    Deliver,
+    InferenceRequest,
+    RequestedOutput,
+    ResponseEvent,
+    ResponseSender,
+)
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelSequenceBatching
+from naiad.tensor import Tensor
 
 INITIAL_STATE_FOLDER = "initial_state"
 
@@ -135,41 +143,40 @@ class ImplicitState:
         return bool(self.specs)
 
     def inputs_for(self, slot: Hashable, request: InferenceRequest) -> list[Tensor]:
-        """The state inputs of a real request; wires its sender to capture the new state."""
+        """The state inputs of a real request; marks its sender so the new state is captured."""
         with self._lock:
             current = self._slots.get(slot)
             if current is None or request.flags & SEQUENCE_START:
                 current = {spec.input_name: spec.initial_tensor() for spec in self.specs}
                 self._slots[slot] = current
             tensors = list(current.values())
-        client_outputs = frozenset(request.requested_outputs)
+        request.sender.client_outputs = frozenset(request.requested_outputs)
+        request.sender.state_slot = slot
         for spec in self.specs:
-            if spec.output_name not in request.requested_outputs:
-                request.requested_outputs.append(spec.output_name)
-        request.sender.relay_through(self._capturer(slot, client_outputs))
+            request.requested_outputs.setdefault(spec.output_name, RequestedOutput(spec.output_name))
         return tensors
 
     def null_inputs(self) -> list[Tensor]:
         """State inputs for a padding request: the initial state, never stored."""
         return [spec.initial_tensor() for spec in self.specs]
 
-    def _capturer(
-        self, slot: Hashable, client_outputs: frozenset[str]
-    ) -> Callable[[ResponseEvent, Callable[[ResponseEvent], None]], None]:
-        def relay(event: ResponseEvent, deliver: Callable[[ResponseEvent], None]) -> None:
+    def bind(self, forward: Deliver) -> Deliver:
+        """The response-pipeline stage: capture each state output, drop the ones the client did not ask for."""
+
+        def deliver(sender: ResponseSender, event: ResponseEvent) -> None:
             response = event.response
-            if response is not None and response.error is None:
+            if sender.state_slot is not None and response is not None and response.error is None:
                 kept: list[Tensor] = []
                 for tensor in response.outputs:
                     spec = self._by_output.get(tensor.name)
                     if spec is not None:
                         with self._lock:
-                            self._slots.setdefault(slot, {})[spec.input_name] = Tensor(
+                            self._slots.setdefault(sender.state_slot, {})[spec.input_name] = Tensor(
                                 spec.input_name, tensor.datatype, tensor.data
                             )
-                    if spec is None or tensor.name in client_outputs:
+                    if spec is None or tensor.name in sender.client_outputs:
                         kept.append(tensor)
                 response.outputs = kept
-            deliver(event)
+            forward(sender, event)
 
-        return relay
+        return deliver

@@ -10,9 +10,16 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from naiad.backend import ModelLoadContext
-from naiad.errors import ErrorCode, NaiadError, invalid_arg
-from naiad.protocol.model_config_pb2 import DataType, ModelConfig, ModelInput, ModelOutput
+from naiad.backend import (
+    DataType,
+    ErrorCode,
+    ModelConfig,
+    ModelInput,
+    ModelLoadContext,
+    ModelOutput,
+    NaiadError,
+    invalid_arg,
+)
 from naiad_fil.engines.base import ModelFacts
 from naiad_fil.postprocess import OutputRule
 

@@ -6,8 +6,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from naiad.backend import ModelLoadContext
-from naiad.errors import invalid_arg
+from naiad.backend import ModelLoadContext, invalid_arg
 
 _log = logging.getLogger("naiad.fil")
 

@@ -10,10 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from naiad.backend import BackendModel
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import ModelConfig
-from naiad.tensor_instance import TensorInstance
+from naiad.backend import BackendModel, ModelConfig, TensorInstance, invalid_arg
 from naiad_fil.autocomplete import INPUT_NAME, OUTPUT_NAME
 from naiad_fil.engines import Engine, ModelFacts, load_cpu_engine, load_gpu_engine
 from naiad_fil.files import ModelSource

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.backend import ModelConfig, invalid_arg
 
 _log = logging.getLogger("naiad.fil")
 

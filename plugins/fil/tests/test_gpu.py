@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from naiad.devices import gpu_count
+from naiad.backend import gpu_count
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
 from . import models

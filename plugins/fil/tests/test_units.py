@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from naiad.backend import ModelLoadContext
-from naiad.errors import NaiadError
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.backend import ModelConfig, ModelLoadContext, NaiadError
 from naiad_fil.engines import load_cpu_engine
 from naiad_fil.files import ModelSource, locate
 from naiad_fil.parameters import FilParameters, parse_parameters

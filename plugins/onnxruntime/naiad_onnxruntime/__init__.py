@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from naiad.hookspecs import hookimpl
+from naiad.backend import hookimpl
 
 if TYPE_CHECKING:
     from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext

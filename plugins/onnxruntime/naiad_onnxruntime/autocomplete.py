@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import DataType, ModelConfig, ModelInput, ModelOutput
+from naiad.backend import DataType, ErrorCode, ModelConfig, ModelInput, ModelOutput, NaiadError
 from naiad_onnxruntime.tensors import INVALID, ModelIO, TensorInfo
 
 _log = logging.getLogger("naiad.onnxruntime")

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import DataType, ModelConfig, ModelInput, ModelOutput, ModelSequenceBatching
+from naiad.backend import DataType, ErrorCode, ModelConfig, ModelInput, ModelOutput, ModelSequenceBatching, NaiadError
 from naiad_onnxruntime.tensors import ONNX_TO_CONFIG, ModelIO, TensorInfo, shape_text
 
 _CONTROL_TYPES = {

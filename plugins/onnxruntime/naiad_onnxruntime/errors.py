@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import ErrorCode, NaiadError
 
 # ONNX Runtime's Python exceptions read "[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : <message>".
 _ORT_MESSAGE = re.compile(r"^\[ONNXRuntimeError\] : (\d+) : \w+ : (.*)$", re.DOTALL)

@@ -23,9 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import DataType, ModelConfig
-from naiad.tensor_instance import Arrays, TensorInstance
+from naiad.backend import Arrays, DataType, ModelConfig, TensorInstance, invalid_arg
 from naiad_onnxruntime.errors import ort_error
 from naiad_onnxruntime.tensors import ModelIO
 

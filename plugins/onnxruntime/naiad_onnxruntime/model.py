@@ -15,9 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from naiad import devices
-from naiad.backend import BackendModel, InstanceContext, ModelLoadContext
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
+from naiad.backend import (
+    BackendModel,
+    ErrorCode,
+    InstanceContext,
+    ModelConfig,
+    ModelInstanceGroup,
+    ModelLoadContext,
+    NaiadError,
+)
 from naiad_onnxruntime import providers
 from naiad_onnxruntime.autocomplete import complete_config
 from naiad_onnxruntime.checks import check_config

@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.backend import ErrorCode, ModelConfig, NaiadError
 
 _log = logging.getLogger("naiad.onnxruntime")
 

@@ -17,8 +17,7 @@ import importlib.metadata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.backend import ErrorCode, ModelConfig, NaiadError
 from naiad_onnxruntime.options import parse_bool, parse_int
 
 TENSORRT = "TensorrtExecutionProvider"

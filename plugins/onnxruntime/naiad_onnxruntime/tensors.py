@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import ErrorCode, NaiadError
 
 # ONNX tensor element type (as ONNX Runtime's Python API spells it) -> Triton config datatype.
 ONNX_TO_CONFIG: dict[str, str] = {

@@ -17,13 +17,24 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from naiad import datatypes
-from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
+from naiad.backend import (
+    BackendModel,
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    ModelConfig,
+    ModelInstance,
+    ModelInstanceGroup,
+    ModelLoadContext,
+    NaiadError,
+    RequestedOutput,
+    ResponseEvent,
+    ResponseSender,
+    Tensor,
+    datatypes,
+)
 from naiad.config import config_to_json, detect_backend, fill_defaults, read_model_config, validate_config
-from naiad.errors import NaiadError
-from naiad.inference import InferenceRequest, InferenceResponse, ResponseEvent, ResponseSender, Tensor
 from naiad.plugins import Backend, BackendRegistry
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
 
 _KINDS = {
     ModelInstanceGroup.KIND_CPU: "CPU",
@@ -127,7 +138,9 @@ def make_request(
         model_name=config.name,
         model_version=1,
         inputs=tensors,
-        requested_outputs=list(outputs) or [output.name for output in config.output],
+        requested_outputs={
+            name: RequestedOutput(name) for name in list(outputs) or [output.name for output in config.output]
+        },
         sender=ResponseSender(collected),
         batch_size=first.shape[0] if config.max_batch_size > 0 else 1,
     )

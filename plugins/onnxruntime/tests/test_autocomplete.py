@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from naiad.config import config_to_json_dict
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import DataType
+from naiad.backend import DataType, ErrorCode, NaiadError, config_to_json_dict
 
 from . import onnx_models
 from .conftest import floats, ort_reference, write_model

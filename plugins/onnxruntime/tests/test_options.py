@@ -9,8 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from naiad.config import parse_model_config
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import ErrorCode, NaiadError, parse_model_config
 from naiad_onnxruntime.options import BackendSettings, SessionSettings
 
 from . import onnx_models

@@ -23,8 +23,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
+from naiad.backend import ModelConfig, ModelInput, ModelOutput, invalid_arg
 from naiad_openvino import elements, shapes
 
 logger = logging.getLogger("naiad.openvino")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from naiad.errors import unavailable
+from naiad.backend import unavailable
 
 logger = logging.getLogger("naiad.openvino")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from naiad.protocol.model_config_pb2 import DataType
+from naiad.backend import DataType
 
 # OpenVINO type name (``ov.Type.get_type_name()``) -> config enum name.
 _CONFIG_BY_OV_NAME = {

@@ -9,9 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from naiad.backend import InstanceContext
-from naiad.errors import ErrorCode, NaiadError
-from naiad.tensor_instance import Arrays, TensorInstance
+from naiad.backend import Arrays, ErrorCode, InstanceContext, NaiadError, TensorInstance
 from naiad_openvino.devices import choose_device, supported_properties
 from naiad_openvino.model import OpenVinoModel
 from naiad_openvino.reader import ov_message

@@ -6,9 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from naiad.backend import BackendModel, ModelLoadContext
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
+from naiad.backend import BackendModel, ModelConfig, ModelInstanceGroup, ModelLoadContext, invalid_arg
 from naiad_openvino.autocomplete import auto_complete
 from naiad_openvino.parameters import OpenVinoOptions, parse_parameters
 from naiad_openvino.prepare import PreparedModel, prepare

@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.backend import ModelConfig, invalid_arg
 
 logger = logging.getLogger("naiad.openvino")
 

@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from naiad.errors import NaiadError, invalid_arg
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
+from naiad.backend import ModelConfig, ModelInput, ModelOutput, NaiadError, invalid_arg
 from naiad_openvino import elements, shapes
 from naiad_openvino.parameters import OpenVinoOptions
 from naiad_openvino.reader import ov_message

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from naiad.errors import ErrorCode, NaiadError, invalid_arg, unavailable
+from naiad.backend import ErrorCode, NaiadError, invalid_arg, unavailable
 
 _LOCATION = re.compile(r"^(Exception from \S+|Check '.*' failed at \S+)\s*")
 

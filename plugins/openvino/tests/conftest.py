@@ -20,12 +20,22 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from naiad import datatypes
-from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
+from naiad.backend import (
+    BackendModel,
+    InferenceRequest,
+    InstanceContext,
+    ModelConfig,
+    ModelInstance,
+    ModelInstanceGroup,
+    ModelLoadContext,
+    RequestedOutput,
+    ResponseEvent,
+    ResponseSender,
+    Tensor,
+    datatypes,
+)
 from naiad.config import config_to_json, detect_backend, fill_defaults, read_model_config, validate_config
-from naiad.inference import InferenceRequest, ResponseEvent, ResponseSender, Tensor
 from naiad.plugins import Backend, BackendRegistry
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
 from naiad.testing import ModelRepositoryBuilder
 
 from . import models
@@ -171,7 +181,7 @@ class LoadedModel:
             inputs={
                 name: Tensor(name, datatypes.from_numpy(array.dtype).wire, array) for name, array in inputs.items()
             },
-            requested_outputs=[output.name for output in self.config.output],
+            requested_outputs={output.name: RequestedOutput(output.name) for output in self.config.output},
             sender=ResponseSender(collected),
             batch_size=next(iter(inputs.values())).shape[0] if self.config.max_batch_size > 0 else 1,
         )

@@ -10,7 +10,7 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from naiad.protocol.model_config_pb2 import DataType, ModelConfig
+from naiad.backend import DataType, ModelConfig
 from naiad.testing import ModelRepositoryBuilder
 
 from . import models

@@ -8,7 +8,7 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import ErrorCode, NaiadError
 from naiad.testing import ModelRepositoryBuilder
 from naiad_openvino.devices import choose_device
 from naiad_openvino.instance import OpenVinoInstance

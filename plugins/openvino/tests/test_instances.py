@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from naiad.errors import NaiadError
-from naiad.protocol.model_config_pb2 import ModelInstanceGroup
+from naiad.backend import ModelInstanceGroup, NaiadError
 from naiad.testing import ModelRepositoryBuilder
 from naiad_openvino.instance import OpenVinoInstance
 from naiad_openvino.model import OpenVinoModel

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.backend import ErrorCode, ModelConfig, NaiadError
 from naiad.testing import ModelRepositoryBuilder
 from naiad_openvino.instance import OpenVinoInstance
 from naiad_openvino.parameters import OpenVinoOptions, parse_parameters

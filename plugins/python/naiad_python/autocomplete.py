@@ -12,8 +12,7 @@ import logging
 import traceback
 from pathlib import Path
 
-from naiad.backend import ModelLoadContext
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import ErrorCode, ModelLoadContext, NaiadError
 from naiad_python import loader
 from naiad_python.pbutils.model_config import ModelConfig
 from naiad_python.user_errors import USER_ERRORS, describe
@@ -23,7 +22,7 @@ _log = logging.getLogger("naiad.python")
 
 def complete_config(context: ModelLoadContext, model_file: Path) -> None:
     """Run the model's ``auto_complete_config`` (if it has one) and store the result in ``context.config``."""
-    from naiad.config import config_from_json, config_to_json_dict
+    from naiad.backend import config_from_json, config_to_json_dict
 
     name = context.model_name
     try:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from naiad.backend import BackendModel, ModelLoadContext
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import BackendModel, ErrorCode, ModelLoadContext, NaiadError
 from naiad_python import autocomplete
 from naiad_python.loader import ModelFileError
 

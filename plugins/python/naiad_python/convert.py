@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from naiad import datatypes
-from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest as CoreRequest
-from naiad.inference import InferenceResponse as CoreResponse
-from naiad.inference import Tensor as CoreTensor
+from naiad.backend import ErrorCode, NaiadError, datatypes
+from naiad.backend import InferenceRequest as CoreRequest
+from naiad.backend import InferenceResponse as CoreResponse
+from naiad.backend import Tensor as CoreTensor
 from naiad_python.pbutils.errors import TritonError
 from naiad_python.pbutils.request import InferenceRequest
 from naiad_python.pbutils.response import InferenceResponse, InferenceResponseSender

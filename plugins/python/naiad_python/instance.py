@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from naiad.backend import InstanceContext, ModelInstance
-from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest as CoreRequest
+from naiad.backend import ErrorCode, InstanceContext, ModelInstance, NaiadError
+from naiad.backend import InferenceRequest as CoreRequest
 from naiad_python import convert, loader
 from naiad_python.backend_model import PythonModel
 from naiad_python.event_loop import EventLoopThread

@@ -16,12 +16,23 @@ from typing import Any
 import numpy.typing as npt
 import pytest
 
-from naiad import datatypes
-from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
+from naiad.backend import (
+    BackendModel,
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    ModelConfig,
+    ModelInstance,
+    ModelInstanceGroup,
+    ModelLoadContext,
+    RequestedOutput,
+    ResponseEvent,
+    ResponseSender,
+    Tensor,
+    datatypes,
+)
 from naiad.config import config_to_json, detect_backend, fill_defaults, read_model_config, validate_config
-from naiad.inference import InferenceRequest, InferenceResponse, ResponseEvent, ResponseSender, Tensor
 from naiad.plugins import Backend, BackendRegistry
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
 
 from .models import PythonModelSpec, write_model
 
@@ -81,7 +92,7 @@ def make_request(
         model_name=model_name,
         model_version=1,
         inputs=tensors,
-        requested_outputs=list(outputs),
+        requested_outputs={name: RequestedOutput(name) for name in outputs},
         sender=ResponseSender(collected),
         **fields,
     )

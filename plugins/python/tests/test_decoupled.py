@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from naiad.errors import ErrorCode
+from naiad.backend import ErrorCode
 
 from .conftest import LoadModel, make_request
 from .models import ASYNC_DECOUPLED, DECOUPLED_REPEAT, DECOUPLED_RETURNS_LIST

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from naiad.errors import ErrorCode
+from naiad.backend import ErrorCode
 
 from .conftest import LoadModel, make_request
 from .models import (

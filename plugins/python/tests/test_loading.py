@@ -9,10 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from naiad.backend import ModelLoadContext
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import DataType, ErrorCode, ModelConfig, ModelLoadContext, NaiadError
 from naiad.plugins import Backend
-from naiad.protocol.model_config_pb2 import DataType, ModelConfig
 
 from .conftest import LoadModel
 from .models import (

@@ -27,9 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from naiad.backend import ModelLoadContext
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import DataType, ModelConfig, ModelInput, ModelOutput
+from naiad.backend import DataType, ErrorCode, ModelConfig, ModelInput, ModelLoadContext, ModelOutput, NaiadError
 from naiad_pytorch import convert, torchscript
 from naiad_pytorch.binding import Binding, OutputBinding, bind_inputs, named_index
 from naiad_pytorch.execution import Call, summary

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import torch
 
-from naiad.backend import BackendModel, ModelLoadContext
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.backend import BackendModel, ErrorCode, ModelConfig, ModelLoadContext, NaiadError
 from naiad_pytorch import autocomplete, settings, torchscript
 from naiad_pytorch.binding import Binding, bind
 from naiad_pytorch.parameters import OBSOLETE, TorchParameters, parse_parameters

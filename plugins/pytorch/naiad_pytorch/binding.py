@@ -22,8 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import DataType, ModelInput, ModelOutput
+from naiad.backend import DataType, ModelInput, ModelOutput, invalid_arg
 from naiad_pytorch.schema import ForwardSchema, Kind
 
 _log = logging.getLogger("naiad.pytorch")

@@ -12,8 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import DataType
+from naiad.backend import DataType, invalid_arg
 
 TORCH_DTYPE: dict[int, torch.dtype] = {
     DataType.TYPE_BOOL: torch.bool,

@@ -15,8 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from naiad.errors import ErrorCode, NaiadError, invalid_arg
-from naiad.protocol.model_config_pb2 import DataType, ModelInput, ModelOutput
+from naiad.backend import DataType, ErrorCode, ModelInput, ModelOutput, NaiadError, invalid_arg
 from naiad_pytorch import convert
 from naiad_pytorch.binding import DICT, Binding
 from naiad_pytorch.schema import ForwardReturn, Kind

@@ -9,9 +9,7 @@ from typing import Any
 import numpy.typing as npt
 import torch
 
-from naiad.backend import InstanceContext
-from naiad.errors import ErrorCode, NaiadError
-from naiad.tensor_instance import TensorInstance
+from naiad.backend import ErrorCode, InstanceContext, NaiadError, TensorInstance
 from naiad_pytorch import settings, torchscript
 from naiad_pytorch.backend_model import PytorchModel
 from naiad_pytorch.execution import Call

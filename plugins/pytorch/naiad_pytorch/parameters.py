@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from naiad.errors import invalid_arg
-from naiad.protocol.model_config_pb2 import ModelParameter
+from naiad.backend import ModelParameter, invalid_arg
 
 _TRUE = frozenset({"true", "on", "1"})
 _FALSE = frozenset({"false", "off", "0"})

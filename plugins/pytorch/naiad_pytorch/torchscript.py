@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import torch
 
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import ErrorCode, NaiadError
 from naiad_pytorch.schema import ForwardArg, ForwardReturn, ForwardSchema, Kind
 
 _HINT = (

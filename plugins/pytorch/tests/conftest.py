@@ -16,13 +16,24 @@ from typing import Any
 import numpy.typing as npt
 import pytest
 
-from naiad import datatypes
-from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
+from naiad.backend import (
+    BackendModel,
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    ModelConfig,
+    ModelInstance,
+    ModelInstanceGroup,
+    ModelLoadContext,
+    NaiadError,
+    RequestedOutput,
+    ResponseEvent,
+    ResponseSender,
+    Tensor,
+    datatypes,
+)
 from naiad.config import config_to_json, detect_backend, fill_defaults, read_model_config, validate_config
-from naiad.errors import NaiadError
-from naiad.inference import InferenceRequest, InferenceResponse, ResponseEvent, ResponseSender, Tensor
 from naiad.plugins import Backend, BackendRegistry
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
 from naiad.testing import ModelRepositoryBuilder
 
 _KINDS = {
@@ -94,7 +105,7 @@ class LoadedModel:
             model_name=self.name,
             model_version=1,
             inputs=tensors,
-            requested_outputs=[output.name for output in self.config.output],
+            requested_outputs={output.name: RequestedOutput(output.name) for output in self.config.output},
             sender=ResponseSender(deliver),
             batch_size=next(iter(inputs.values())).shape[0] if self.config.max_batch_size > 0 else 1,
         )

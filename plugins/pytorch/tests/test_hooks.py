@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import DataType
+from naiad.backend import DataType, ErrorCode, NaiadError
 from naiad.testing import ModelRepositoryBuilder
 from naiad_pytorch.instance import PytorchInstance
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from naiad.errors import ErrorCode, NaiadError
-from naiad.protocol.model_config_pb2 import ModelParameter
+from naiad.backend import ErrorCode, ModelParameter, NaiadError
 from naiad_pytorch.binding import named_index
 from naiad_pytorch.parameters import TorchParameters, parse_parameters
 

@@ -11,7 +11,7 @@ import importlib.util
 import logging
 from collections.abc import Callable
 
-from naiad.errors import ErrorCode, NaiadError
+from naiad.backend import ErrorCode, NaiadError
 from naiad_fil.engines.base import Engine, LoadError, ModelFacts
 from naiad_fil.files import ModelSource
 from naiad_fil.parameters import FilParameters

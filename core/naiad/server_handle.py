@@ -1,0 +1,174 @@
+"""What a backend may ask of the server it runs in: run requests, check and manage models, metrics.
+
+Backends get the handle in every context (``context.server``). From a worker thread,
+:meth:`ServerHandle.infer` runs a request on another model and blocks for its response (Triton's
+BLS); on the event loop, :meth:`ServerHandle.infer_async` awaits it; :meth:`ServerHandle.submit`
+takes any sink (:mod:`naiad.sinks`) for streaming or callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping, Sequence
+
+from naiad.cancellation import CancellationToken
+from naiad.errors import ErrorCode, NaiadError, unavailable
+from naiad.inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput, ResponseSink
+from naiad.metrics.custom import CustomMetrics
+from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.service import InferenceService
+from naiad.sinks import BlockingSink, LoopInbox, LoopSink, single_response
+from naiad.tensor import Tensor
+
+
+def decoupled_refusal(name: str) -> str:
+    """Why a caller that takes one response cannot use a decoupled model."""
+    return (
+        f"model '{name}' uses the decoupled transaction policy and may send any number of responses; "
+        "submit it with a sink that takes a stream of responses instead"
+    )
+
+
+class ServerHandle:
+    """The server, as its backends see it."""
+
+    def __init__(
+        self,
+        service: InferenceService,
+        inbox: LoopInbox,
+        metrics: CustomMetrics,
+        *,
+        explicit_model_control: bool = False,
+    ) -> None:
+        self._service = service
+        self._inbox = inbox
+        self._metrics = metrics
+        self._explicit_model_control = explicit_model_control
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The server's event loop: where ``async def`` instances and async engines run."""
+        return self._inbox.loop
+
+    @property
+    def inbox(self) -> LoopInbox:
+        """Hands response events to the server's loop (for :class:`~naiad.sinks.LoopSink`)."""
+        return self._inbox
+
+    @property
+    def metrics(self) -> CustomMetrics:
+        """Custom metric families, exported on the metrics endpoint."""
+        return self._metrics
+
+    def submit(
+        self,
+        model: str,
+        inputs: Sequence[Tensor],
+        sink: ResponseSink,
+        *,
+        version: str | int = "",
+        outputs: Sequence[RequestedOutput | str] = (),
+        request_id: str = "",
+        parameters: Mapping[str, ParameterValue] | None = None,
+        cancellation: CancellationToken | None = None,
+    ) -> InferenceRequest:
+        """Queue a request on ``model``; its responses go to ``sink`` (see :meth:`InferenceService.submit`)."""
+        return self._service.submit(
+            model,
+            inputs,
+            sink,
+            version=version,
+            outputs=outputs,
+            request_id=request_id,
+            parameters=parameters,
+            cancellation=cancellation,
+        )
+
+    def infer(
+        self,
+        model: str,
+        inputs: Sequence[Tensor],
+        *,
+        version: str | int = "",
+        outputs: Sequence[RequestedOutput | str] = (),
+        parameters: Mapping[str, ParameterValue] | None = None,
+        timeout: float | None = None,
+        cancellation: CancellationToken | None = None,
+    ) -> InferenceResponse:
+        """Run one request on a non-decoupled model and wait for its response; call from a thread.
+
+        Raises the response's error; after ``timeout`` seconds the request is cancelled and
+        UNAVAILABLE raised.
+        """
+        if threading.get_ident() == self._inbox.loop_thread:
+            raise NaiadError(
+                f"ServerHandle.infer('{model}') would block the server's event loop; use infer_async there",
+                ErrorCode.INTERNAL,
+            )
+        sink = BlockingSink()
+        request = self._service.submit(
+            model,
+            inputs,
+            sink,
+            version=version,
+            outputs=outputs,
+            parameters=parameters,
+            refuse_decoupled=decoupled_refusal(model),
+            cancellation=cancellation,
+        )
+        try:
+            return sink.response(timeout)
+        except NaiadError:
+            request.cancel()
+            raise
+
+    async def infer_async(
+        self,
+        model: str,
+        inputs: Sequence[Tensor],
+        *,
+        version: str | int = "",
+        outputs: Sequence[RequestedOutput | str] = (),
+        parameters: Mapping[str, ParameterValue] | None = None,
+        cancellation: CancellationToken | None = None,
+    ) -> InferenceResponse:
+        """:meth:`infer` for coroutines on the server's loop; cancelling the coroutine cancels the request."""
+        sink = LoopSink(self._inbox)
+        request = self._service.submit(
+            model,
+            inputs,
+            sink,
+            version=version,
+            outputs=outputs,
+            parameters=parameters,
+            refuse_decoupled=decoupled_refusal(model),
+            cancellation=cancellation,
+        )
+        try:
+            return single_response(await sink.next_event())
+        except asyncio.CancelledError:
+            request.cancel()
+            raise
+
+    def model_ready(self, name: str, version: str | int = "") -> bool:
+        """Whether the model (version) is READY to serve."""
+        try:
+            self._service.lifecycle.lookup(name, version)
+        except NaiadError:
+            return False
+        return True
+
+    def load_model(self, name: str, config: ModelConfig | None = None) -> None:
+        """Load or reload a model (``--model-control-mode=explicit`` only); blocks, so call from a thread."""
+        self._require_explicit_control()
+        self._service.lifecycle.load_model(name, config)
+
+    def unload_model(self, name: str) -> None:
+        """Unload every version of a model (``--model-control-mode=explicit`` only); blocks until done."""
+        self._require_explicit_control()
+        self._service.lifecycle.unload_model(name)
+
+    def _require_explicit_control(self) -> None:
+        if not self._explicit_model_control:
+            raise unavailable("explicit model load / unload is not allowed if polling is enabled")

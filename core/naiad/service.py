@@ -1,0 +1,140 @@
+"""Submitting an inference request from anywhere: a frontend, a backend's thread, a pipeline step.
+
+:meth:`InferenceService.submit` is the one entry point. It takes the model (a name, or a model the
+caller already resolved), the inputs and a response sink, and does everything between a decoded
+request and the model's scheduler, once: the server-state check, the lookup, the decoupled check,
+validation, request parameters and admission. It never blocks and needs no event loop, so it
+serves the event loop, worker threads and callbacks alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from naiad.cancellation import CancellationToken
+from naiad.errors import invalid_arg, unavailable, unsupported
+from naiad.inference import (
+    SEQUENCE_END,
+    SEQUENCE_START,
+    InferenceRequest,
+    ParameterValue,
+    RequestedOutput,
+    ResponseSender,
+    ResponseSink,
+)
+from naiad.lifecycle import ModelLifecycle
+from naiad.models import ServingModel
+from naiad.tensor import Tensor
+from naiad.validation import validate_inputs, validate_outputs
+
+SHUTTING_DOWN = "Server not ready: it is shutting down"
+
+# Request parameters the server consumes; they never reach the model.
+SCHEDULING_PARAMETERS = frozenset(
+    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output"}
+)
+
+
+class InferenceService:
+    """Resolves models and admits requests for every caller of one server."""
+
+    def __init__(self, lifecycle: ModelLifecycle) -> None:
+        self.lifecycle = lifecycle
+        self.accepting = True  # False once the server is shutting down
+
+    def resolve(self, name: str, version: str | int = "", *, refuse_decoupled: str | None = None) -> ServingModel:
+        """The model version that serves ``name`` (``version`` "" or 0: the latest READY one).
+
+        ``refuse_decoupled`` is the error text for a decoupled model when the caller can take only
+        one response (each protocol words it its own way); None accepts any model.
+        """
+        model = self.lifecycle.lookup(name, version)
+        if refuse_decoupled is not None and model.signature.decoupled:
+            raise unsupported(refuse_decoupled)
+        return model
+
+    def submit(
+        self,
+        model: str | ServingModel,
+        inputs: Sequence[Tensor],
+        sink: ResponseSink,
+        *,
+        version: str | int = "",
+        outputs: Sequence[RequestedOutput | str] = (),
+        request_id: str = "",
+        parameters: Mapping[str, ParameterValue] | None = None,
+        refuse_decoupled: str | None = None,
+        cancellation: CancellationToken | None = None,
+    ) -> InferenceRequest:
+        """Validate a request and queue it; its responses go to ``sink``.
+
+        Raises :class:`naiad.errors.NaiadError` (nothing is queued then) for a server shutting
+        down, an unknown model, a refused decoupled model, an invalid request or a full queue.
+        Pass ``cancellation`` to share a token with the caller (a parent request's, say); the
+        returned request's :meth:`~naiad.inference.InferenceRequest.cancel` cancels it too.
+        """
+        if not self.accepting:
+            raise unavailable(SHUTTING_DOWN)
+        if isinstance(model, str):
+            model = self.resolve(model, version, refuse_decoupled=refuse_decoupled)
+        signature = model.signature
+        if outputs:
+            requested = _requested_outputs(outputs)
+            validate_outputs(model.name, signature, list(requested))
+        else:
+            requested = dict(model.default_outputs)
+        batch_size = validate_inputs(model.name, signature, inputs, request_id)
+        sender = ResponseSender(sink, model.pipeline, cancellation)
+        destinations = {name: out.destination for name, out in requested.items() if out.destination is not None}
+        if destinations:
+            sender.destinations = destinations
+        request = InferenceRequest(
+            model_name=model.name,
+            model_version=model.version,
+            inputs={tensor.name: tensor for tensor in inputs},
+            requested_outputs=requested,
+            sender=sender,
+            id=request_id,
+            batch_size=batch_size,
+        )
+        if parameters:
+            _apply_parameters(request, parameters)
+        model.admit(request)
+        return request
+
+
+def _requested_outputs(outputs: Sequence[RequestedOutput | str]) -> dict[str, RequestedOutput]:
+    """The outputs asked for, by name (a name asked twice counts once)."""
+    requested: dict[str, RequestedOutput] = {}
+    for output in outputs:
+        if isinstance(output, str):
+            output = RequestedOutput(output)
+        requested.setdefault(output.name, output)
+    return requested
+
+
+def _apply_parameters(request: InferenceRequest, parameters: Mapping[str, ParameterValue]) -> None:
+    """Move scheduling parameters onto the request; keep custom ones for the model."""
+    for key, value in parameters.items():
+        if key.startswith("triton_"):
+            raise invalid_arg(
+                "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
+            )
+        if key not in SCHEDULING_PARAMETERS:
+            request.parameters[key] = value
+    sequence_id = parameters.get("sequence_id", 0)
+    if isinstance(sequence_id, bool) or not isinstance(sequence_id, int | str):
+        raise invalid_arg("parameter 'sequence_id' must be an unsigned integer or a string")
+    request.correlation_id = sequence_id
+    request.flags = (SEQUENCE_START if parameters.get("sequence_start") is True else 0) | (
+        SEQUENCE_END if parameters.get("sequence_end") is True else 0
+    )
+    request.priority = _unsigned(parameters, "priority")
+    request.timeout_us = _unsigned(parameters, "timeout")
+
+
+def _unsigned(parameters: Mapping[str, ParameterValue], key: str) -> int:
+    value = parameters.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise invalid_arg(f"parameter '{key}' must be an unsigned integer, got {value!r}")
+    return value
