@@ -1,10 +1,15 @@
 """naiad next to a real Triton 2.51 on the same python model, with the same perf_analyzer.
 
-The python ``add_sub`` model (FP32 [16], dynamic batching) is served by naiad and then by
-Triton, one after the other in this run; perf_analyzer measures both over HTTP and gRPC at
-concurrency 1, 8 and 32, and the table gives naiad/Triton ratios:
+The python ``add_sub`` model (FP32 [16], dynamic batching) is served by naiad and by Triton at the
+same time; perf_analyzer measures them in turns (one run each, ``--repeats`` times) over HTTP and
+gRPC at concurrency 1, 8 and 32, so load changes on the machine hit them alike, and the table gives
+medians and naiad/Triton ratios:
 
-    python benchmarks/vs_triton.py [--repeats 3] [--protocols http grpc]
+    python benchmarks/vs_triton.py [--repeats 3] [--protocols http grpc] [--baseline DIR]
+
+``--baseline DIR`` also serves the model with another naiad checkout (e.g. ``git worktree add
+/tmp/naiad-base <rev>``; its ``core`` and ``plugins/python`` go first on ``PYTHONPATH``), measured in
+the same turns, and adds the ratio of this naiad over it: the way to show a change costs nothing.
 
 Target of the scheduling issue: at least 0.5x Triton's throughput at concurrency 32.
 """
@@ -12,6 +17,8 @@ Target of the scheduling issue: at least 0.5x Triton's throughput at concurrency
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -55,54 +62,62 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 CONCURRENCIES = (1, 8, 32)
 
 
-def _measure_all(
-    http_url: str, grpc_url: str, protocols: list[str], repeats: int
-) -> dict[tuple[str, int], Measurement]:
-    results = {}
+def _baseline_env(checkout: Path) -> dict[str, str]:
+    paths = [checkout / "core", checkout / "plugins" / "python", os.environ.get("PYTHONPATH", "")]
+    return {"PYTHONPATH": os.pathsep.join(str(path) for path in paths if str(path))}
+
+
+def _measure_in_turns(
+    servers: dict[str, tuple[str, str]], protocols: list[str], repeats: int
+) -> dict[str, dict[tuple[str, int], Measurement]]:
+    """server name -> (protocol, concurrency) -> median; each repeat measures every server once."""
+    runs: dict[str, dict[tuple[str, int], list[Measurement]]] = {name: {} for name in servers}
     for protocol in protocols:
-        url = http_url if protocol == "http" else grpc_url
         for concurrency in CONCURRENCIES:
-            runs = [measure("add_sub", url, protocol, concurrency) for _ in range(repeats)]
-            results[(protocol, concurrency)] = median_of(runs)
-    return results
+            for _ in range(repeats):
+                for name, (http_url, grpc_url) in servers.items():
+                    url = http_url if protocol == "http" else grpc_url
+                    runs[name].setdefault((protocol, concurrency), []).append(
+                        measure("add_sub", url, protocol, concurrency)
+                    )
+    return {name: {key: median_of(values) for key, values in by_key.items()} for name, by_key in runs.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--protocols", nargs="+", default=["http", "grpc"], choices=["http", "grpc"])
+    parser.add_argument("--baseline", type=Path, help="another naiad checkout to measure in the same turns")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         repository = Path(folder) / "models"
         ModelRepositoryBuilder(repository).add_python_model("add_sub", ADD_SUB, CONFIG)
-        server = start_server([repository])
-        try:
-            naiad = _measure_all(server.http_url, server.grpc_url, args.protocols, args.repeats)
-        finally:
-            server.stop()
+        naiad = start_server([repository])
+        stack.callback(naiad.stop)
+        servers = {"naiad": (naiad.http_url, naiad.grpc_url)}
+        if args.baseline is not None:
+            baseline = start_server([repository], env=_baseline_env(args.baseline.resolve()))
+            stack.callback(baseline.stop)
+            servers["baseline"] = (baseline.http_url, baseline.grpc_url)
         ports = free_ports(3)
-        with reference_triton(repository, (ports[0], ports[1], ports[2])):
-            triton = _measure_all(f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}", args.protocols, args.repeats)
+        stack.enter_context(reference_triton(repository, (ports[0], ports[1], ports[2])))
+        servers["triton"] = (f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}")
+        results = _measure_in_turns(servers, args.protocols, args.repeats)
     rows = []
-    for key in naiad:
-        ours, theirs = naiad[key], triton[key]
-        rows.append(
-            [
-                key[0],
-                key[1],
-                ours.throughput,
-                theirs.throughput,
-                ours.throughput / theirs.throughput,
-                ours.p50_us / 1000,
-                theirs.p50_us / 1000,
-                ours.p99_us / 1000,
-                theirs.p99_us / 1000,
-            ]
-        )
+    for key, ours in results["naiad"].items():
+        theirs = results["triton"][key]
+        row: list[object] = [key[0], key[1], ours.throughput, theirs.throughput, ours.throughput / theirs.throughput]
+        if "baseline" in results:
+            base = results["baseline"][key]
+            row += [base.throughput, ours.throughput / base.throughput, base.p50_us / 1000]
+        row += [ours.p50_us / 1000, theirs.p50_us / 1000, ours.p99_us / 1000, theirs.p99_us / 1000]
+        rows.append(row)
+    header = ["proto", "conc", "naiad inf/s", "triton inf/s", "ratio"]
+    if "baseline" in results:
+        header += ["baseline inf/s", "naiad/baseline", "baseline p50"]
+    header += ["naiad p50", "triton p50", "naiad p99", "triton p99"]
     print_table(
-        f"python add_sub FP32[16], dynamic batching, median of {args.repeats} (naiad / Triton 2.51)",
-        ["proto", "conc", "naiad inf/s", "triton inf/s", "ratio", "naiad p50", "triton p50", "naiad p99", "triton p99"],
-        rows,
+        f"python add_sub FP32[16], dynamic batching, median of {args.repeats} (naiad / Triton 2.51)", header, rows
     )
     print("latencies in ms")
     return 0

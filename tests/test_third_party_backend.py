@@ -1,78 +1,47 @@
-"""A backend written outside this repository: built, pip-installed into a temp dir, discovered, served."""
+"""The tutorial backend of docs/writing-a-backend.md, exactly as written there: built, pip-installed into a
+temp dir, discovered through its entry point and served by a real server process."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
-import textwrap
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
-PYPROJECT = """
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "writing-a-backend.md"
 
-[project]
-name = "naiad-scale"
-version = "0.0.1"
-dependencies = ["naiad", "numpy"]
-
-[project.entry-points."naiad.backends"]
-scale = "naiad_scale"
+SHAPE = """
+max_batch_size: 4
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]
 """
 
-PLUGIN = '''
-"""Multiplies every input by the config parameter FACTOR."""
 
-from collections.abc import Sequence
-
-import naiad
-from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
-from naiad.backend import InferenceRequest, InferenceResponse, Tensor
-
-
-class ScaleModel(BackendModel):
-    def __init__(self, factor: float) -> None:
-        self.factor = factor
-
-
-class ScaleInstance(ModelInstance):
-    def __init__(self, factor: float) -> None:
-        self.factor = factor
-
-    def execute(self, requests: Sequence[InferenceRequest]) -> None:
-        for request in requests:
-            source = request.inputs["X"]
-            out = Tensor("Y", source.datatype, source.data * self.factor)
-            request.sender.send(InferenceResponse(outputs=[out]), final=True)
-
-
-@naiad.hookimpl
-def naiad_load_model(context: ModelLoadContext) -> ScaleModel:
-    return ScaleModel(float(context.config.parameters["FACTOR"].string_value))
-
-
-@naiad.hookimpl
-def naiad_create_instance(model: ScaleModel, context: InstanceContext) -> ModelInstance:
-    return ScaleInstance(model.factor)
-'''
+def _doc_files() -> dict[str, str]:
+    """The code blocks of the tutorial whose first line names a file (``# naiad_scale/__init__.py``)."""
+    blocks = re.findall(r"```\w*\n# (\S+)\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+    return {path: body for path, body in blocks if path in ("pyproject.toml", "naiad_scale/__init__.py")}
 
 
 @pytest.fixture(scope="module")
 def installed_backend(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``naiad-scale`` built from source in a temp dir and installed into another temp dir."""
+    """``naiad-scale`` built from the tutorial's code in a temp dir and installed into another."""
+    files = _doc_files()
+    assert sorted(files) == ["naiad_scale/__init__.py", "pyproject.toml"]
     source = tmp_path_factory.mktemp("naiad-scale-src")
-    (source / "pyproject.toml").write_text(textwrap.dedent(PYPROJECT))
-    (source / "naiad_scale").mkdir()
-    (source / "naiad_scale" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
+    for relative, body in files.items():
+        (source / relative).parent.mkdir(parents=True, exist_ok=True)
+        (source / relative).write_text(body)
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
         [
@@ -92,27 +61,56 @@ def installed_backend(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def test_third_party_backend_is_discovered_and_serves(
+def test_the_tutorial_backend_is_discovered_and_serves(
     installed_backend: Path,
     model_repository: ModelRepositoryBuilder,
     naiad_server: Callable[..., ServerProcess],
 ) -> None:
-    model_repository.add_model(
-        "tripler",
-        """
-        backend: "scale"
-        max_batch_size: 4
-        input [ { name: "X" data_type: TYPE_FP32 dims: [ 3 ] } ]
-        output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]
-        parameters { key: "FACTOR" value: { string_value: "3" } }
-        """,
-        {"1/.keep": ""},
-    )
+    factor = 'parameters { key: "FACTOR" value: { string_value: "3" } }'
+    model_repository.add_model("tripler", f'platform: "scale_factor"\n{SHAPE}{factor}', {"1/.keep": ""})
+    model_repository.add_model("doubler", SHAPE, {"1/factor.txt": "2"})  # found by its model file
     path = os.pathsep.join([str(installed_backend), os.environ.get("PYTHONPATH", "")])
     server = naiad_server(model_repository.root, env={"PYTHONPATH": path})
-    client = httpclient.InferenceServerClient(server.http_url)
     data = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)
+
+    client = httpclient.InferenceServerClient(server.http_url)
     tensor = httpclient.InferInput("X", [2, 3], "FP32")
     tensor.set_data_from_numpy(data)
     np.testing.assert_array_equal(client.infer("tripler", [tensor]).as_numpy("Y"), data * 3)
-    assert client.get_model_metadata("tripler")["platform"] == "scale"
+    grpc_tensor = grpcclient.InferInput("X", [2, 3], "FP32")
+    grpc_tensor.set_data_from_numpy(data)
+    doubled = grpcclient.InferenceServerClient(server.grpc_url).infer("doubler", [grpc_tensor])
+    np.testing.assert_array_equal(doubled.as_numpy("Y"), data * 2)
+
+    assert client.get_model_metadata("tripler")["platform"] == "scale_factor"
+    config = client.get_model_config("doubler")
+    assert (config["backend"], config["platform"], config["default_model_filename"]) == (
+        "scale",
+        "scale_factor",
+        "factor.txt",
+    )
+    assert config["instance_group"][0]["kind"] == "KIND_CPU"
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics") as response:
+        metrics = response.read().decode()
+    assert 'scale_requests{model="tripler"} 1\n' in metrics
+    assert 'scale_requests{model="doubler"} 1\n' in metrics
+    stats = client.get_inference_statistics("tripler")["model_stats"][0]["inference_stats"]
+    assert int(stats["compute_input"]["ns"]) > 0  # the execution report splits the phases
+    assert int(stats["compute_output"]["ns"]) > 0
+
+
+def test_a_model_without_a_factor_fails_with_the_tutorials_message(
+    installed_backend: Path,
+    model_repository: ModelRepositoryBuilder,
+    naiad_server: Callable[..., ServerProcess],
+) -> None:
+    model_repository.add_model("nothing", f'platform: "scale_factor"\n{SHAPE}', {"1/.keep": ""})
+    path = os.pathsep.join([str(installed_backend), os.environ.get("PYTHONPATH", "")])
+    server = naiad_server(model_repository.root, env={"PYTHONPATH": path})
+    index = httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
+    (entry,) = index
+    assert entry["state"] == "UNAVAILABLE"
+    assert entry["reason"] == (
+        f"model 'nothing': give the factor as config parameter FACTOR or in "
+        f"{model_repository.root / 'nothing' / '1' / 'factor.txt'}"
+    )

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = "triton"
 
 EXTENSIONS = (
+    "classification",
     "sequence",
     "model_repository",
     "schedule_policy",
@@ -196,7 +197,7 @@ class DataPlane:
             raise
         finally:
             self.leave()
-        return single_response(event)
+        return single_response(event, model.name)
 
     def open_stream(
         self,

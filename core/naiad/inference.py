@@ -109,7 +109,7 @@ class ResponseSender:
         "_pipeline",
         "cancellation",
         "client_outputs",
-        "destinations",
+        "output_options",
         "place",
         "sink",
         "state_slot",
@@ -131,7 +131,8 @@ class ResponseSender:
         self.place = -1  # ordering: the request's place in arrival order
         self.state_slot: Any = None  # implicit state: the sequence slot whose state it updates
         self.client_outputs: frozenset[str] = frozenset()  # implicit state: what the client asked for
-        self.destinations: Mapping[str, OutputDestination] | None = None  # outputs written elsewhere
+        # outputs asked for as classes or into a destination (None: all as produced)
+        self.output_options: Mapping[str, RequestedOutput] | None = None
 
     @property
     def closed(self) -> bool:

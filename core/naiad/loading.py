@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from naiad import config as model_config
 from naiad.backend_model import BackendModel, ModelInstance
+from naiad.classification import read_labels
 from naiad.contexts import InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import RequestedOutput
@@ -156,7 +157,8 @@ class VersionLoader:
         stages: list[ResponseStage] = list(scheduler.stages())
         if statistics is not None:
             stages.append(statistics.stage())
-        pipeline = build_pipeline(stages)
+        labels = read_labels(config, self._model_dir)
+        pipeline = build_pipeline(stages, batching=config.max_batch_size > 0, labels=labels)
         self._start(scheduler, config)
         return ServingModel(
             name=config.name,

@@ -3,7 +3,7 @@
 Built once when a version loads, from the stages its scheduler and the server contribute, in this
 order::
 
-    backend -> implicit state -> ordering -> statistics -> output destinations -> sink
+    backend -> implicit state -> ordering -> statistics -> output options -> sink
 
 Each stage is an object whose :meth:`ResponseStage.bind` wraps the rest of the pipeline once; a
 response then costs one call per stage and no allocation. Per-request state lives in the
@@ -12,11 +12,13 @@ sender's slots, so the pipeline holds nothing of any request.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from naiad.classification import classify
 from naiad.errors import NaiadError
-from naiad.inference import Deliver, InferenceResponse, ResponseEvent, ResponseSender, to_sink
+from naiad.inference import Deliver, InferenceResponse, RequestedOutput, ResponseEvent, ResponseSender, to_sink
+from naiad.tensor import Tensor
 
 
 class ResponseStage(Protocol):
@@ -26,28 +28,40 @@ class ResponseStage(Protocol):
         """A function that handles an event and passes it (or what it becomes) to ``forward``."""
 
 
-def build_pipeline(stages: Sequence[ResponseStage]) -> Deliver:
-    """The pipeline running ``stages`` in order, then the output destinations, then the sink."""
-    deliver: Deliver = _write_destinations(to_sink)
+def build_pipeline(
+    stages: Sequence[ResponseStage], *, batching: bool = False, labels: Mapping[str, Sequence[str]] | None = None
+) -> Deliver:
+    """The pipeline running ``stages`` in order, then the output options, then the sink.
+
+    ``batching`` and ``labels`` (output name -> class labels) shape classification outputs.
+    """
+    deliver: Deliver = _apply_output_options(to_sink, batching, labels or {})
     for stage in reversed(stages):
         deliver = stage.bind(deliver)
     return deliver
 
 
-def _write_destinations(forward: Deliver) -> Deliver:
-    """Write outputs that asked for a destination there; a failed write fails the response."""
+def _apply_output_options(forward: Deliver, batching: bool, labels: Mapping[str, Sequence[str]]) -> Deliver:
+    """Outputs asked for as classes become their top-k classes; outputs with a destination are written
+    there. A failure (an output type that has no classes, a destination too small) fails the response."""
 
     def deliver(sender: ResponseSender, event: ResponseEvent) -> None:
-        destinations = sender.destinations
+        options = sender.output_options
         response = event.response
-        if destinations is not None and response is not None and response.error is None:
+        if options is not None and response is not None and response.error is None:
             try:
-                for tensor in response.outputs:
-                    destination = destinations.get(tensor.name)
-                    if destination is not None:
-                        destination.write(tensor)
+                response.outputs = [_shaped(tensor, options.get(tensor.name)) for tensor in response.outputs]
             except NaiadError as error:
                 event = ResponseEvent(InferenceResponse(error=error), event.final)
         forward(sender, event)
+
+    def _shaped(tensor: Tensor, option: RequestedOutput | None) -> Tensor:
+        if option is None:
+            return tensor
+        if option.classification:
+            tensor = classify(tensor, option.classification, batching=batching, labels=labels.get(tensor.name, ()))
+        if option.destination is not None:
+            option.destination.write(tensor)
+        return tensor
 
     return deliver

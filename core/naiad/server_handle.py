@@ -118,7 +118,7 @@ class ServerHandle:
             cancellation=cancellation,
         )
         try:
-            return sink.response(timeout)
+            return sink.response(timeout, model=model)
         except NaiadError:
             request.cancel()
             raise
@@ -146,7 +146,7 @@ class ServerHandle:
             cancellation=cancellation,
         )
         try:
-            return single_response(await sink.next_event())
+            return single_response(await sink.next_event(), model)
         except asyncio.CancelledError:
             request.cancel()
             raise

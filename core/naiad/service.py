@@ -85,9 +85,10 @@ class InferenceService:
             requested = dict(model.default_outputs)
         batch_size = validate_inputs(model.name, signature, inputs, request_id)
         sender = ResponseSender(sink, model.pipeline, cancellation)
-        destinations = {name: out.destination for name, out in requested.items() if out.destination is not None}
-        if destinations:
-            sender.destinations = destinations
+        if outputs:
+            options = {name: out for name, out in requested.items() if out.classification or out.destination}
+            if options:
+                sender.output_options = options
         request = InferenceRequest(
             model_name=model.name,
             model_version=model.version,

@@ -161,9 +161,9 @@ class BlockingSink:
         except queue.Empty:
             raise NaiadError(f"no response within {timeout} s", ErrorCode.UNAVAILABLE) from None
 
-    def response(self, timeout: float | None = None) -> InferenceResponse:
-        """The single response of a non-decoupled request; its error, if any, is raised."""
-        return single_response(self.next_event(timeout))
+    def response(self, timeout: float | None = None, *, model: str = "") -> InferenceResponse:
+        """The single response of a non-decoupled request of ``model``; its error, if any, is raised."""
+        return single_response(self.next_event(timeout), model)
 
 
 class CallbackSink:
@@ -175,10 +175,10 @@ class CallbackSink:
         self.deliver = callback
 
 
-def single_response(event: ResponseEvent) -> InferenceResponse:
+def single_response(event: ResponseEvent, model: str = "") -> InferenceResponse:
     """The response a non-decoupled request's only event carries; its error is raised."""
     if event.response is None:
-        raise NaiadError("the model sent a final flag without a response", ErrorCode.INTERNAL)
+        raise NaiadError(f"model '{model}' sent a final flag without a response", ErrorCode.INTERNAL)
     if event.response.error is not None:
         raise event.response.error
     return event.response

@@ -329,15 +329,19 @@ def test_reserved_parameter_is_refused(stub: service_pb2_grpc.GRPCInferenceServi
     assert message.startswith("parameter keys starting with 'triton_' are reserved for Triton usage")
 
 
-def test_classification_is_not_supported_yet(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
+def test_classification_counts_below_one_and_other_types_are_refused(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
     request = _request()
-    request.outputs.add(name="OUTPUT0").parameters["classification"].int64_param = 2
+    parameter = request.outputs.add(name="OUTPUT0").parameters["classification"]
+    for count in (0, -3):
+        parameter.int64_param = count
+        assert _status(stub, request) == (INVALID, "invalid value for 'classification' parameter, expected >= 0")
+    parameter.uint64_param = 2
     assert _status(stub, request) == (
-        grpc.StatusCode.UNIMPLEMENTED,
-        "the classification extension is not supported by naiad yet",
+        INVALID,
+        "invalid value type for 'classification' parameter, expected int64_param",
     )
-    request.outputs[0].parameters["classification"].int64_param = 0
-    assert _status(stub, request) == (INVALID, "invalid value for 'classification' parameter, expected >= 0")
 
 
 def test_shared_memory_is_not_supported_yet(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:

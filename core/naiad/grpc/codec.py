@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 
 from naiad import datatypes
 from naiad.errors import NaiadError, invalid_arg, unsupported
-from naiad.inference import InferenceResponse, ParameterValue
+from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.protocol import grpc_service_pb2 as pb
 from naiad.tensor import Tensor
 from naiad.validation import request_prefix
@@ -79,7 +79,7 @@ class DecodedRequest:
 
     id: str
     inputs: list[Tensor]
-    outputs: list[str]
+    outputs: list[RequestedOutput]
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
     enable_empty_final: bool = False
 
@@ -229,18 +229,21 @@ def _typed_bytes(tensor: pb.ModelInferRequest.InferInputTensor, model_name: str)
     return carried.astype(datatype.numpy.newbyteorder("<")).tobytes()
 
 
-def _requested_outputs(request: pb.ModelInferRequest) -> list[str]:
-    names: dict[str, None] = {}
+def _requested_outputs(request: pb.ModelInferRequest) -> list[RequestedOutput]:
+    outputs: dict[str, RequestedOutput] = {}
     for output in request.outputs:
         if "shared_memory_region" in output.parameters:
             raise unsupported("shared memory outputs are not supported by naiad yet")
+        classes = 0
         if "classification" in output.parameters:
             classification = output.parameters["classification"]
-            if classification.WhichOneof("parameter_choice") != "int64_param" or classification.int64_param < 1:
+            if classification.WhichOneof("parameter_choice") != "int64_param":
+                raise invalid_arg("invalid value type for 'classification' parameter, expected int64_param")
+            if classification.int64_param < 1:
                 raise invalid_arg("invalid value for 'classification' parameter, expected >= 0")
-            raise unsupported("the classification extension is not supported by naiad yet")
-        names[output.name] = None  # Triton answers a name asked for twice once
-    return list(names)
+            classes = classification.int64_param
+        outputs.setdefault(output.name, RequestedOutput(output.name, classification=classes))  # a name twice: once
+    return list(outputs.values())
 
 
 # -- responses --------------------------------------------------------------------------------

@@ -115,7 +115,9 @@ def _outputs(raw: Any) -> list[RequestedOutput]:
             raise parse_error("Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean")
         classification = parameters.get("classification", 0)
         if isinstance(classification, bool) or not isinstance(classification, int) or classification < 0:
-            raise invalid_arg("Unable to parse 'classification': expected an unsigned integer")
+            raise parse_error(
+                "Unable to set 'classification': attempt to access JSON non-unsigned-integer as unsigned-integer"
+            )
         if "shared_memory_region" in parameters:
             raise NaiadError("shared memory outputs are not supported by this server yet", ErrorCode.UNSUPPORTED)
         outputs.append(RequestedOutput(entry["name"], binary, classification))
@@ -285,8 +287,9 @@ def encode_response(
             "datatype": tensor.datatype,
             "shape": list(tensor.shape),
         }
+        # binary_data_output covers the outputs of a request that lists none; a listed one says for itself.
         requested = wanted.get(tensor.name)
-        binary = request.binary_default if requested is None or requested.binary is None else requested.binary
+        binary = request.binary_default if requested is None else bool(requested.binary)
         if binary:
             raw = tensor_bytes(tensor)
             entry["parameters"] = {"binary_data_size": len(raw)}

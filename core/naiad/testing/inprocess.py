@@ -232,6 +232,7 @@ def load_model(
     registry = BackendRegistry(settings=BackendSettings(dict(backend_config or {})))
     if plugin is not None:
         registry.register(backend or _plugin_name(plugin), plugin)
+    registry.import_installed()  # as the server does: every installed backend's info counts
     config = model_config.read_model_config(model_dir, model_name=model_dir.name)
     model_config.detect_backend(config, model_dir, registry.table())
     if version is None:

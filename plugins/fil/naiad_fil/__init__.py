@@ -9,10 +9,17 @@ import logging
 from typing import TYPE_CHECKING
 
 import naiad
+from naiad.backend import BackendInfo
 
 if TYPE_CHECKING:
     from naiad.backend import InstanceContext, ModelInstance, ModelLoadContext
     from naiad_fil.model import FilModel
+
+
+@naiad.hookimpl
+def naiad_backend_info() -> BackendInfo:
+    """FIL models name their backend: no platform, and their file depends on ``model_type``."""
+    return BackendInfo("fil")
 
 
 @naiad.hookimpl

@@ -18,7 +18,6 @@ from naiad.backend import (
     ModelLoadContext,
     ModelOutput,
     NaiadError,
-    invalid_arg,
 )
 from naiad_fil.engines.base import ModelFacts
 from naiad_fil.postprocess import OutputRule
@@ -34,7 +33,7 @@ def complete_config(context: ModelLoadContext, path: Path, facts: ModelFacts, ru
     checker = _Checker(config, path)
     checker.tensor_names()
     if context.auto_complete and config.max_batch_size == 0 and not config.input and not config.output:
-        _complete_batching(config, context.backend_config.get("default-max-batch-size", "4"))
+        _complete_batching(config, context.default_max_batch_size)
     batch = config.max_batch_size > 0
     input_dims = [facts.num_features] if batch else [-1, facts.num_features]
     if config.input:
@@ -60,13 +59,8 @@ def complete_config(context: ModelLoadContext, path: Path, facts: ModelFacts, ru
     return rule
 
 
-def _complete_batching(config: ModelConfig, default_max_batch_size: str) -> None:
-    try:
-        config.max_batch_size = max(int(default_max_batch_size), 0)
-    except ValueError:
-        raise invalid_arg(
-            f"model '{config.name}': backend config default-max-batch-size '{default_max_batch_size}' is not an integer"
-        ) from None
+def _complete_batching(config: ModelConfig, default_max_batch_size: int) -> None:
+    config.max_batch_size = max(default_max_batch_size, 0)
     if config.max_batch_size > 1 and config.WhichOneof("scheduling_choice") is None:
         config.dynamic_batching.SetInParent()
 

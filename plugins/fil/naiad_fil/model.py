@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from naiad.backend import BackendModel, ModelConfig, TensorInstance, invalid_arg
+from naiad.backend import BackendModel, ModelConfig, ModelInstanceGroup, TensorInstance, invalid_arg
 from naiad_fil.autocomplete import INPUT_NAME, OUTPUT_NAME
 from naiad_fil.engines import Engine, ModelFacts, load_cpu_engine, load_gpu_engine
 from naiad_fil.files import ModelSource
@@ -24,7 +24,8 @@ class FilModel(BackendModel):
     """One version of a tree model: where it is, what it is, and the engine loaded to inspect it.
 
     The engine loaded at model load goes to the first CPU instance; every other instance
-    loads its own, so no engine is shared between instance threads.
+    loads its own, so no engine is shared between instance threads. When the final config has
+    no CPU instance, the engine is closed as soon as the config is known.
     """
 
     def __init__(
@@ -36,6 +37,13 @@ class FilModel(BackendModel):
         self.rule = rule
         self._spare: Engine | None = engine
         self._lock = threading.Lock()
+
+    def configured(self, config: ModelConfig) -> None:
+        """Close the load-time engine now if no CPU instance will take it."""
+        cpu_kinds = (ModelInstanceGroup.KIND_CPU, ModelInstanceGroup.KIND_MODEL)
+        if not any(group.kind in cpu_kinds and group.count > 0 for group in config.instance_group):
+            self.finalize()
+            _log.info("model '%s': no CPU instance; closed the engine loaded to read the model", config.name)
 
     def engine_for(self, kind: str, device_id: int) -> Engine:
         """A new engine for an instance of ``kind`` (``CPU``, ``GPU`` or ``MODEL``)."""

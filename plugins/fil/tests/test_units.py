@@ -5,14 +5,17 @@ from __future__ import annotations
 import importlib.util
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from google.protobuf import text_format
 
 from naiad.backend import ModelConfig, ModelLoadContext, NaiadError
-from naiad_fil.engines import load_cpu_engine
+from naiad_fil.engines import Engine, load_cpu_engine
 from naiad_fil.files import ModelSource, locate
+from naiad_fil.model import FilModel
 from naiad_fil.parameters import FilParameters, parse_parameters
 from naiad_fil.postprocess import OutputRule
 
@@ -233,3 +236,50 @@ def test_regressors_pass_scores_through() -> None:
     rule = OutputRule(False, True, 0.5, 1)
     assert rule.apply(SCORES).dtype == np.float32
     np.testing.assert_allclose(rule.apply(SCORES), SCORES)
+
+
+# -- the load-time engine ------------------------------------------------------------------------
+
+
+class _Recording:
+    """A real engine that notes when it is closed."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.description = engine.description
+        self.facts = engine.facts
+        self.closed = 0
+
+    def predict(self, rows: npt.NDArray[np.float32]) -> npt.NDArray[Any]:
+        return self.engine.predict(rows)
+
+    def close(self) -> None:
+        self.closed += 1
+        self.engine.close()
+
+
+def _model_with_load_engine(tmp_path: Path) -> tuple[FilModel, _Recording]:
+    trained = models.xgboost_binary(tmp_path)
+    params = FilParameters(cpu_nthread=1)
+    engine = _Recording(load_cpu_engine(_source(tmp_path, trained, "xgboost_json"), params))
+    rule = OutputRule(True, False, 0.5, engine.facts.num_outputs)
+    return FilModel(_source(tmp_path, trained, "xgboost_json"), params, engine.facts, rule, engine), engine
+
+
+def test_the_load_time_engine_serves_the_first_cpu_instance(tmp_path: Path) -> None:
+    model, engine = _model_with_load_engine(tmp_path)
+    model.configured(_config("instance_group [ { kind: KIND_CPU count: 2 } ]"))
+    first, second = model.engine_for("CPU", 0), model.engine_for("CPU", 0)
+    assert first is engine
+    assert second is not engine
+    second.close()
+    model.finalize()
+    assert engine.closed == 0  # the instance owns it now
+
+
+def test_a_model_without_cpu_instances_closes_the_load_time_engine_once_configured(tmp_path: Path) -> None:
+    model, engine = _model_with_load_engine(tmp_path)
+    model.configured(_config("instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]"))
+    assert engine.closed == 1
+    model.finalize()
+    assert engine.closed == 1

@@ -1,8 +1,9 @@
 """naiad's ``onnxruntime`` backend: serves ONNX models with ONNX Runtime, as Triton's onnxruntime backend does.
 
-The two hook implementations below are all naiad sees of this package; ONNX Runtime is imported
-only when a model needs it:
+The hook implementations below are all naiad sees of this package; ONNX Runtime is imported only
+when a model needs it:
 
+* :func:`naiad_backend_info` tells naiad the backend's model file and platform;
 * :mod:`naiad_onnxruntime.model` opens the model, completes the config from the graph
   (:mod:`~naiad_onnxruntime.autocomplete`), checks it (:mod:`~naiad_onnxruntime.checks`) and
   creates one session per instance on the execution providers :mod:`~naiad_onnxruntime.providers`
@@ -14,14 +15,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from naiad.backend import hookimpl
+from naiad.backend import BackendInfo, ModelFormat, hookimpl
 
 if TYPE_CHECKING:
     from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "naiad_create_instance", "naiad_load_model"]
+__all__ = ["__version__", "naiad_backend_info", "naiad_create_instance", "naiad_load_model"]
+
+
+@hookimpl
+def naiad_backend_info() -> BackendInfo:
+    """``model.onnx`` for platform ``onnxruntime_onnx`` (others refused), two instances per KIND_CPU group."""
+    return BackendInfo(
+        "onnxruntime",
+        (ModelFormat("model.onnx", ("onnxruntime_onnx",)),),
+        checks_platform=True,
+        default_cpu_instance_count=2,
+    )
 
 
 @hookimpl

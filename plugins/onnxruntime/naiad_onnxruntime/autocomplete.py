@@ -2,8 +2,8 @@
 
 * A config that lists both inputs (or batch inputs) and outputs is left alone.
 * The model can batch when the first dimension of every input and output is variable. Then a
-  ``max_batch_size`` of 0 (or none) becomes ``default-max-batch-size`` (4 unless
-  ``--backend-config=onnxruntime,default-max-batch-size=N``), and a model with
+  ``max_batch_size`` of 0 (or none) becomes ``default-max-batch-size`` (naiad reads it from
+  ``--backend-config=[onnxruntime,]default-max-batch-size=N``, default 4), and a model with
   ``max_batch_size > 1`` and no scheduler gets ``dynamic_batching {}``. A model that cannot batch
   with a non-zero ``max_batch_size`` fails to load.
 * Missing inputs / outputs are filled from the graph in the graph's order: name, datatype and

@@ -1,10 +1,12 @@
 """Loading one ONNX model version and creating the sessions of its instances.
 
 At load, one CPU session (the *probe*) reads the model's inputs and outputs; they complete the
-config when auto-complete is on and are checked against it in any case. The probe then serves
-the first plain-CPU instance, so a CPU-only model is read from disk once per instance, not once
-more. Every instance gets its own ``InferenceSession`` unless ``share_session_between_instances``
-is set, in which case the instances of one instance group share one.
+config when auto-complete is on and are checked against it in any case. Once the config is final
+(:meth:`OnnxModel.configured`) the probe is kept for the first instance that runs on the plain CPU
+execution provider, so a CPU-only model is read from disk once per instance, not once more; it is
+dropped when no instance will. Every instance gets its own ``InferenceSession`` unless
+``share_session_between_instances`` is set, in which case the instances of one instance group
+(on one device) share one.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from naiad import devices
 from naiad.backend import (
     BackendModel,
     ErrorCode,
@@ -37,6 +38,8 @@ DEFAULT_MODEL_FILENAME = "model.onnx"
 _log = logging.getLogger("naiad.onnxruntime")
 # ONNX Runtime's OpenVINO EP is not safe to initialise from several threads at once (Triton locks too).
 _openvino_lock = threading.Lock()
+# Instance kinds whose execution providers are the CPU accelerators, then CPU (GPU ones add CUDA first).
+_PLAIN_CPU_KINDS = (ModelInstanceGroup.KIND_CPU, ModelInstanceGroup.KIND_MODEL)
 
 
 def model_path(context: ModelLoadContext) -> Path:
@@ -65,8 +68,14 @@ class OnnxModel(BackendModel):
         self.settings = settings
         self.io = io
         self._probe = probe
-        self._shared: dict[tuple[str, str, int], Any] = {}
+        self._shared: dict[tuple[str, int], Any] = {}  # (instance group, device id) -> session
         self._lock = threading.RLock()  # guards the probe and the shared sessions
+
+    def configured(self, config: ModelConfig) -> None:
+        """Drop the probe when no instance of the final config runs on the plain CPU execution provider."""
+        if not _runs_plain_cpu(config):
+            with self._lock:
+                self._probe = None
 
     def create_instance(self, context: InstanceContext) -> OnnxInstance:
         import onnxruntime as ort
@@ -74,15 +83,17 @@ class OnnxModel(BackendModel):
         plan = providers.plan(context.config, context.kind, context.device_id, self.settings.cuda_parameters)
         providers.check_available(plan, ort.get_available_providers(), self.name, context.name)
         if self.settings.share_session:
-            group = context.name.rsplit("_", 1)[0]
-            key = (group, context.kind, context.device_id)
+            key = (context.group, context.device_id)
             with self._lock:
                 session = self._shared.get(key)
                 if session is None:
                     session = self._shared[key] = self._session(ort, plan, context.name)
                 else:
                     _log.info(
-                        "model '%s': instance '%s' shares the session of group '%s'", self.name, context.name, group
+                        "model '%s': instance '%s' shares the session of group '%s'",
+                        self.name,
+                        context.name,
+                        context.group,
                     )
         else:
             session = self._session(ort, plan, context.name)
@@ -139,22 +150,13 @@ def load_model(context: ModelLoadContext) -> OnnxModel:
     probe = open_session(ort, path, settings, [providers.Provider(providers.CPU)])
     io = read_io(probe)
     if context.auto_complete:
-        complete_config(config, io, backend.default_max_batch_size)
+        complete_config(config, io, context.default_max_batch_size)
     check_config(config, io, str(path.relative_to(context.model_dir)))
-    keep_probe = _has_cpu_instances(config)
-    return OnnxModel(config, path, settings, io, probe if keep_probe else None)
+    return OnnxModel(config, path, settings, io, probe)
 
 
-def _has_cpu_instances(config: ModelConfig) -> bool:
-    """Whether some instance will run on the plain CPU EP (and so can take the probe session)."""
+def _runs_plain_cpu(config: ModelConfig) -> bool:
+    """Whether an instance of the final ``config`` runs on CPUExecutionProvider alone (see :func:`providers.plan`)."""
     if config.optimization.execution_accelerators.cpu_execution_accelerator:
         return False
-    groups = config.instance_group
-    if not groups:
-        return devices.gpu_count() == 0
-    for group in groups:
-        if group.kind in (ModelInstanceGroup.KIND_CPU, ModelInstanceGroup.KIND_MODEL):
-            return True
-        if group.kind == ModelInstanceGroup.KIND_AUTO and devices.gpu_count() == 0:
-            return True
-    return False
+    return any(group.kind in _PLAIN_CPU_KINDS and group.count > 0 for group in config.instance_group)

@@ -30,8 +30,6 @@ from naiad.backend import ErrorCode, ModelConfig, NaiadError
 
 _log = logging.getLogger("naiad.onnxruntime")
 
-DEFAULT_MAX_BATCH_SIZE = 4
-
 # optimization.graph.level -> onnxruntime.GraphOptimizationLevel member name (Triton's mapping).
 GRAPH_LEVELS = {-1: "ORT_ENABLE_BASIC", 1: "ORT_ENABLE_EXTENDED", 2: "ORT_DISABLE_ALL"}
 GRAPH_LEVEL_DEFAULT = "ORT_ENABLE_ALL"
@@ -151,9 +149,9 @@ class SessionSettings:
 
 @dataclass(frozen=True, slots=True)
 class BackendSettings:
-    """``--backend-config=onnxruntime,<key>=<value>`` settings, server-wide."""
+    """``--backend-config=onnxruntime,<key>=<value>`` settings, server-wide (naiad itself reads
+    ``default-max-batch-size``: :attr:`naiad.backend.ModelLoadContext.default_max_batch_size`)."""
 
-    default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     global_thread_pool: bool = False
     global_intra_op_threads: int = 0
     global_inter_op_threads: int = 0
@@ -170,7 +168,6 @@ class BackendSettings:
             values["enable-global-threadpool"], where("enable-global-threadpool")
         )
         return cls(
-            default_max_batch_size=integer("default-max-batch-size", DEFAULT_MAX_BATCH_SIZE),
             global_thread_pool=enabled,
             global_intra_op_threads=integer("intra_op_thread_count", 0),
             global_inter_op_threads=integer("inter_op_thread_count", 0),

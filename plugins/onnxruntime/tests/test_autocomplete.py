@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from naiad.backend import DataType, ErrorCode, NaiadError, config_to_json_dict
 
 from . import onnx_models
-from .conftest import floats, ort_reference, write_model
+from .conftest import error_of, floats, ort_reference, write_model
 
 
 def _io(config: Any) -> dict[str, Any]:
@@ -43,7 +43,25 @@ def test_no_config_at_all_is_completed_like_triton(repo: Path, load: Any) -> Non
 
 def test_default_max_batch_size_comes_from_the_backend_config(repo: Path, load: Any) -> None:
     write_model(repo, "m", onnx_models.add_sub())
-    assert load("m", backend_config={"default-max-batch-size": "16"}).config.max_batch_size == 16
+    assert load("m", backend_config={"onnxruntime": {"default-max-batch-size": "16"}}).config.max_batch_size == 16
+
+
+def test_the_global_default_max_batch_size_reaches_auto_complete(repo: Path, load: Any) -> None:
+    write_model(repo, "m", onnx_models.add_sub())
+    assert load("m", backend_config={"": {"default-max-batch-size": "6"}}).config.max_batch_size == 6
+    # The backend's own setting wins over the global one.
+    both = {"": {"default-max-batch-size": "6"}, "onnxruntime": {"default-max-batch-size": "2"}}
+    assert load("m", backend_config=both).config.max_batch_size == 2
+
+
+def test_a_non_integer_default_max_batch_size_fails_the_load(repo: Path, load: Any) -> None:
+    write_model(repo, "m", onnx_models.add_sub())
+    with pytest.raises(NaiadError) as caught:
+        load("m", backend_config={"onnxruntime": {"default-max-batch-size": "lots"}})
+    assert caught.value.code == ErrorCode.INVALID_ARG
+    assert "--backend-config default-max-batch-size=lots (backend 'onnxruntime') is not an integer" in (
+        caught.value.message
+    )
 
 
 def test_max_batch_size_one_gets_no_dynamic_batching(repo: Path, load: Any) -> None:
@@ -55,7 +73,7 @@ def test_max_batch_size_one_gets_no_dynamic_batching(repo: Path, load: Any) -> N
 
 def test_default_max_batch_size_zero_leaves_the_full_shapes(repo: Path, load: Any) -> None:
     write_model(repo, "m", onnx_models.add_sub())
-    config = load("m", backend_config={"default-max-batch-size": "0"}).config
+    config = load("m", backend_config={"onnxruntime": {"default-max-batch-size": "0"}}).config
     assert config.max_batch_size == 0
     assert [list(t.dims) for t in config.input] == [[-1, 4], [-1, 4]]
     assert not config.HasField("dynamic_batching")
@@ -254,7 +272,7 @@ def test_int64_bool_and_string_models_match_onnxruntime(repo: Path, load: Any) -
 
 def test_string_inputs_must_be_utf8(repo: Path, load: Any) -> None:
     write_model(repo, "text", onnx_models.string_identity())
-    error = load("text").infer({"TEXT": np.array([[b"ok", b"\xff\xfe"]], dtype=np.object_)}).error()
+    error = error_of(load("text").infer({"TEXT": np.array([[b"ok", b"\xff\xfe"]], dtype=np.object_)}))
     assert error.code == ErrorCode.INVALID_ARG
     assert "input 'TEXT' of model 'text' holds an element that is not valid UTF-8" in error.message
 
@@ -266,7 +284,7 @@ def test_onnxruntime_failures_at_run_time_use_tritons_words(repo: Path, load: An
         output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
     """
     write_model(repo, "m", onnx_models.add_sub(), config)
-    error = load("m").infer({"INPUT0": floats(2, 4), "INPUT1": floats(3, 4)}).error()
+    error = error_of(load("m").infer({"INPUT0": floats(2, 4), "INPUT1": floats(3, 4)}))
     assert error.code == ErrorCode.INTERNAL
     assert re.match(r"onnx runtime error 1: Non-zero status code returned while running (Add|Sub) node", error.message)
 

@@ -13,13 +13,13 @@ import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
 
-from naiad import devices
+from naiad.backend import gpu_count
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
 from . import onnx_models
 from .conftest import floats, write_model
 
-pytestmark = pytest.mark.skipif(devices.gpu_count() == 0, reason="needs a CUDA device")
+pytestmark = pytest.mark.skipif(gpu_count() == 0, reason="needs a CUDA device")
 
 GPU_CONFIG = """
 max_batch_size: 8

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,9 @@ import onnxruntime as ort
 import pytest
 
 from naiad.backend import ErrorCode, NaiadError, parse_model_config
+from naiad_onnxruntime.model import OnnxModel
 from naiad_onnxruntime.options import BackendSettings, SessionSettings
+from naiad_onnxruntime.tensors import ModelIO
 
 from . import onnx_models
 from .conftest import floats, write_model
@@ -93,13 +96,11 @@ def test_bad_parameter_values_fail_naming_the_parameter(text: str, expected: str
 
 
 def test_backend_config() -> None:
-    assert BackendSettings.from_backend_config({}) == BackendSettings(default_max_batch_size=4)
-    settings = BackendSettings.from_backend_config(
-        {"default-max-batch-size": "8", "enable-global-threadpool": "1", "intra_op_thread_count": "2"}
-    )
-    assert settings == BackendSettings(8, True, 2, 0)
-    with pytest.raises(NaiadError, match="--backend-config=onnxruntime,default-max-batch-size must be an integer"):
-        BackendSettings.from_backend_config({"default-max-batch-size": "lots"})
+    assert BackendSettings.from_backend_config({}) == BackendSettings()
+    settings = BackendSettings.from_backend_config({"enable-global-threadpool": "1", "intra_op_thread_count": "2"})
+    assert settings == BackendSettings(True, 2, 0)
+    with pytest.raises(NaiadError, match="--backend-config=onnxruntime,inter_op_thread_count must be an integer"):
+        BackendSettings.from_backend_config({"inter_op_thread_count": "lots"})
 
 
 def test_a_model_with_every_cpu_setting_serves(repo: Path, load: Any) -> None:
@@ -134,3 +135,35 @@ def test_instances_have_their_own_sessions_unless_shared(repo: Path, load: Any) 
     assert len(own) == 3
     shared = [id(instance.session) for instance in load("shared").instances]
     assert shared[0] == shared[1] != shared[2]
+
+
+def test_the_first_cpu_instance_runs_the_session_the_load_opened(
+    repo: Path, load: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_model(repo, "m", onnx_models.add_sub(), "instance_group [ { count: 2 kind: KIND_CPU } ]")
+    with caplog.at_level(logging.INFO, logger="naiad.onnxruntime"):
+        loaded = load("m")
+    reused = [record.getMessage() for record in caplog.records if "the session the load opened" in record.getMessage()]
+    assert reused == ["model 'm': instance 'm_0_0' runs the session the load opened, on CPUExecutionProvider"]
+    assert len({id(instance.session) for instance in loaded.instances}) == 2
+
+
+_OPENVINO = 'optimization { execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }'
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("instance_group [ { count: 1 kind: KIND_CPU } ]", True),
+        ("instance_group [ { count: 1 kind: KIND_MODEL } ]", True),
+        ("instance_group [ { count: 1 kind: KIND_GPU }, { count: 1 kind: KIND_CPU } ]", True),
+        ("instance_group [ { count: 2 kind: KIND_GPU } ]", False),
+        ("instance_group [ { count: 0 kind: KIND_CPU }, { count: 1 kind: KIND_GPU } ]", False),
+        ("instance_group [ { count: 1 kind: KIND_CPU } ]\n" + _OPENVINO, False),
+    ],
+)
+def test_the_probe_session_is_kept_only_for_a_plain_cpu_instance(text: str, kept: bool) -> None:
+    config = parse_model_config(text, model_name="m")
+    model = OnnxModel(config, Path("model.onnx"), SessionSettings(), ModelIO((), ()), probe=object())
+    model.configured(config)
+    assert (model._probe is not None) is kept

@@ -6,15 +6,15 @@ layout information, such as most ONNX files):
 * the model batches when every input and output has a batch dimension first: either its
   layout says so (``N`` at index 0, Triton's rule) or its first dimension is dynamic;
   inputs/outputs already listed in config.pbtxt must then list dims without that dimension;
-* a batching model with ``max_batch_size: 0`` (or none) gets ``default-max-batch-size``
-  (backend config, default 4), and ``dynamic_batching {}`` when that is > 1 and no
-  scheduler is configured;
+* a batching model with ``max_batch_size: 0`` (or none) gets
+  ``ModelLoadContext.default_max_batch_size`` (``--backend-config=[openvino,]default-max-batch-size``,
+  default 4), and ``dynamic_batching {}`` when that is > 1 and no scheduler is configured;
 * an empty ``input`` / ``output`` section is filled from the model (name, datatype, dims
   with ``-1`` for dynamic dimensions, batch dimension left out when batching); a non-empty
   one is kept, only its missing ``data_type`` / ``dims`` are filled by name.
 
-Conflicts between what config.pbtxt says and the model are reported when the model is
-prepared (:mod:`naiad_openvino.prepare`).
+Conflicts between what config.pbtxt says and the model are reported once the config is
+final (:mod:`naiad_openvino.prepare`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ class OpenVinoInstance(TensorInstance):
 
     def __init__(self, model: OpenVinoModel, context: InstanceContext) -> None:
         super().__init__(context.config)
-        self.prepared = model.prepared(context.config)
+        self.prepared = model.prepared
         self.device = choose_device(
             model.core, context.kind, context.device_id, model.options.target_device, context.model_name, context.name
         )

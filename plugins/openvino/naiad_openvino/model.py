@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
-from naiad.backend import BackendModel, ModelConfig, ModelInstanceGroup, ModelLoadContext, invalid_arg
+from naiad.backend import BackendModel, ErrorCode, ModelConfig, ModelLoadContext, NaiadError
 from naiad_openvino.autocomplete import auto_complete
 from naiad_openvino.parameters import OpenVinoOptions, parse_parameters
 from naiad_openvino.prepare import PreparedModel, prepare
@@ -14,7 +13,7 @@ from naiad_openvino.reader import add_extension, read_model
 
 
 class OpenVinoModel(BackendModel):
-    """One model version; instances compile :meth:`prepared` for their device."""
+    """One model version; :meth:`configured` prepares it and instances compile :attr:`prepared`."""
 
     def __init__(self, name: str, path: Path, core: Any, ov_model: Any, options: OpenVinoOptions) -> None:
         self.name = name
@@ -23,14 +22,17 @@ class OpenVinoModel(BackendModel):
         self.ov_model = ov_model
         self.options = options
         self._prepared: PreparedModel | None = None
-        self._lock = threading.Lock()
 
-    def prepared(self, config: ModelConfig) -> PreparedModel:
-        """The model checked against the final ``config`` and reshaped for it (done once)."""
-        with self._lock:
-            if self._prepared is None:
-                self._prepared = prepare(self.ov_model, config, self.options, str(self.path))
-            return self._prepared
+    def configured(self, config: ModelConfig) -> None:
+        """Check the final ``config`` against the model and reshape the model for it."""
+        self._prepared = prepare(self.ov_model, config, self.options, str(self.path))
+
+    @property
+    def prepared(self) -> PreparedModel:
+        """The model as :meth:`configured` prepared it."""
+        if self._prepared is None:
+            raise NaiadError(f"model '{self.name}': instance created before the config was final", ErrorCode.INTERNAL)
+        return self._prepared
 
     def finalize(self) -> None:
         self._prepared = None
@@ -44,26 +46,11 @@ def load_model(context: ModelLoadContext) -> OpenVinoModel:
 
     config = context.config
     options = parse_parameters(config)
-    if not config.instance_group:
-        # Triton's openvino backend prefers KIND_CPU for models without instance groups, so
-        # KIND_AUTO never resolves to an (NVIDIA) GPU that OpenVINO cannot use.
-        config.instance_group.add(name=config.name, kind=ModelInstanceGroup.KIND_CPU)
     core = ov.Core()
     if options.cpu_extension_path:
         add_extension(core, config.name, options.cpu_extension_path)
     path = context.model_file
     ov_model = read_model(core, config.name, path)
     if context.auto_complete:
-        default_batch = _default_max_batch_size(context)
-        auto_complete(config, ov_model, default_batch, str(path))
+        auto_complete(config, ov_model, context.default_max_batch_size, str(path))
     return OpenVinoModel(config.name, path, core, ov_model, options)
-
-
-def _default_max_batch_size(context: ModelLoadContext) -> int:
-    value = context.backend_config.get("default-max-batch-size", "4")
-    try:
-        return int(value)
-    except ValueError:
-        raise invalid_arg(
-            f"model '{context.model_name}': --backend-config=openvino,default-max-batch-size={value} is not an integer"
-        ) from None

@@ -1,14 +1,13 @@
 """Fixtures: model files built once per session, repositories, clients and an in-process loader.
 
-``load_model(model_dir)`` loads a model the way naiad's loader does (read config, detect the
-backend, ``naiad_load_model``, fill defaults, validate, ``naiad_create_instance`` per
-instance) so tests can look at the completed config and the compiled models.
+``load_model(model_dir)`` loads a model through naiad's real load pipeline
+(:func:`naiad.testing.load_model`) so tests can look at the completed config and the compiled
+models; :func:`infer` runs one request on a chosen instance.
 """
 
 from __future__ import annotations
 
 import shutil
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,23 +19,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from naiad.backend import (
-    BackendModel,
-    InferenceRequest,
-    InstanceContext,
-    ModelConfig,
-    ModelInstance,
-    ModelInstanceGroup,
-    ModelLoadContext,
-    RequestedOutput,
-    ResponseEvent,
-    ResponseSender,
-    Tensor,
-    datatypes,
-)
-from naiad.config import config_to_json, detect_backend, fill_defaults, read_model_config, validate_config
-from naiad.plugins import Backend, BackendRegistry
-from naiad.testing import ModelRepositoryBuilder
+from naiad.backend import datatypes
+from naiad.testing import LoadedModel, ModelRepositoryBuilder
+from naiad.testing import load_model as load_in_process
 
 from . import models
 
@@ -118,113 +103,33 @@ PROTOCOLS: dict[str, Callable[[str, str, Mapping[str, npt.NDArray[Any]], Sequenc
 }
 
 
-# -- in-process loading through the real hooks ----------------------------------------------
-
-
-class Collected:
-    """The final response event one request's sender delivered."""
-
-    def __init__(self) -> None:
-        self.event: ResponseEvent | None = None
-        self.done = threading.Event()
-
-    def __call__(self, event: ResponseEvent) -> None:
-        self.event = event
-        if event.final:
-            self.done.set()
-
-
-class LoadedModel:
-    """A model loaded through the backend's hooks, with its instances."""
-
-    def __init__(self, backend: Backend, model_dir: Path, auto_complete: bool, backend_config: dict[str, str]) -> None:
-        config = read_model_config(model_dir)
-        detect_backend(config, model_dir)
-        self.context = ModelLoadContext(
-            model_name=config.name,
-            version=1,
-            model_dir=model_dir,
-            config=config,
-            auto_complete=auto_complete,
-            backend_config=backend_config,
-        )
-        self.model: BackendModel = backend.load_model(self.context)
-        fill_defaults(config, gpu_count=0)
-        validate_config(config, gpu_count=0)
-        self.config: ModelConfig = config
-        self.instances: list[ModelInstance] = []
-        try:
-            for group in config.instance_group:
-                kind = ModelInstanceGroup.Kind.Name(group.kind).removeprefix("KIND_")
-                for _ in range(group.count):
-                    context = InstanceContext(
-                        model_name=config.name,
-                        version=1,
-                        model_dir=model_dir,
-                        name=f"{group.name}_{len(self.instances)}",
-                        kind=kind,
-                        device_id=0,
-                        config=config,
-                        config_json=config_to_json(config),
-                    )
-                    self.instances.append(backend.create_instance(self.model, context))
-        except BaseException:
-            self.close()
-            raise
-
-    def infer(self, inputs: Mapping[str, npt.NDArray[Any]], instance: int = 0) -> Arrays:
-        """One request on one instance; raises the response's error."""
-        collected = Collected()
-        request = InferenceRequest(
-            model_name=self.config.name,
-            model_version=1,
-            inputs={
-                name: Tensor(name, datatypes.from_numpy(array.dtype).wire, array) for name, array in inputs.items()
-            },
-            requested_outputs={output.name: RequestedOutput(output.name) for output in self.config.output},
-            sender=ResponseSender(collected),
-            batch_size=next(iter(inputs.values())).shape[0] if self.config.max_batch_size > 0 else 1,
-        )
-        self.instances[instance].execute([request])
-        assert collected.done.wait(10)
-        assert collected.event is not None
-        response = collected.event.response
-        assert response is not None
-        if response.error is not None:
-            raise response.error
-        return {tensor.name: tensor.data for tensor in response.outputs}
-
-    def close(self) -> None:
-        for instance in self.instances:
-            instance.finalize()
-        self.instances.clear()
-        self.model.finalize()
-
+# -- in-process loading through naiad's load pipeline --------------------------------------
 
 LoadModel = Callable[..., LoadedModel]
 
 
 @pytest.fixture
-def openvino_backend() -> Backend:
-    """The ``openvino`` backend, found through its ``naiad.backends`` entry point."""
-    return BackendRegistry().get("openvino")
-
-
-@pytest.fixture
-def load_model(openvino_backend: Backend) -> Iterator[LoadModel]:
-    """``load_model(model_dir, auto_complete=True, backend_config={})``."""
+def load_model() -> Iterator[LoadModel]:
+    """:func:`naiad.testing.load_model` (``auto_complete=``, ``backend_config=``, ``gpu_count=``, ...);
+    every model it loads is closed after the test."""
     loaded: list[LoadedModel] = []
 
-    def load(
-        model_dir: Path, *, auto_complete: bool = True, backend_config: dict[str, str] | None = None
-    ) -> LoadedModel:
-        model = LoadedModel(openvino_backend, model_dir, auto_complete, dict(backend_config or {}))
+    def load(model_dir: Path, **options: Any) -> LoadedModel:
+        model = load_in_process(model_dir, **options)
         loaded.append(model)
         return model
 
     yield load
     for model in loaded:
         model.close()
+
+
+def infer(model: LoadedModel, inputs: Mapping[str, npt.NDArray[Any]], instance: int = 0) -> Arrays:
+    """One request executed as a batch on one instance; raises the response's error."""
+    rows = next(iter(inputs.values())).shape[0] if model.config.max_batch_size > 0 else 1
+    request, collector = model.request(inputs, batch_size=rows)
+    model.execute([request], instance=instance)
+    return collector.outputs()
 
 
 def batch_of(rows: int, seed: int = 0) -> Arrays:

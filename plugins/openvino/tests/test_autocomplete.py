@@ -14,7 +14,7 @@ from naiad.backend import DataType, ModelConfig
 from naiad.testing import ModelRepositoryBuilder
 
 from . import models
-from .conftest import LoadModel, Sources, batch_of, place
+from .conftest import LoadModel, Sources, batch_of, infer, place
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_without_config_a_dynamic_first_dimension_means_batching(
     assert _io(config) == ADD_MUL_IO
     inputs = batch_of(4)
     reference = models.reference(sources.add_mul_xml, inputs)
-    for name, array in model.infer(inputs).items():
+    for name, array in infer(model, inputs).items():
         np.testing.assert_allclose(array, reference[name], rtol=1e-6)
 
 
@@ -62,10 +62,30 @@ def test_default_max_batch_size_comes_from_the_backend_config(
     load_model: LoadModel, repository: ModelRepositoryBuilder, sources: Sources, default: str, dynamic: bool
 ) -> None:
     model = load_model(
-        place(repository, "m", None, sources.add_mul_xml), backend_config={"default-max-batch-size": default}
+        place(repository, "m", None, sources.add_mul_xml),
+        backend_config={"openvino": {"default-max-batch-size": default}},
     )
     assert model.config.max_batch_size == int(default)
     assert model.config.HasField("dynamic_batching") is dynamic
+
+
+@pytest.mark.parametrize(
+    ("backend_config", "expected"),
+    [
+        ({"": {"default-max-batch-size": "8"}}, 8),
+        ({"": {"default-max-batch-size": "8"}, "openvino": {"default-max-batch-size": "2"}}, 2),
+    ],
+)
+def test_global_default_max_batch_size_reaches_auto_complete(
+    load_model: LoadModel,
+    repository: ModelRepositoryBuilder,
+    sources: Sources,
+    backend_config: dict[str, dict[str, str]],
+    expected: int,
+) -> None:
+    """``--backend-config=default-max-batch-size=N`` applies unless the backend's own setting is given."""
+    model = load_model(place(repository, "m", None, sources.add_mul_xml), backend_config=backend_config)
+    assert model.config.max_batch_size == expected
 
 
 def test_static_model_does_not_batch(
@@ -98,7 +118,7 @@ def test_layout_with_a_batch_dimension_means_batching(
     assert model.config.max_batch_size == 4
     assert _io(model.config) == ADD_MUL_IO
     inputs = batch_of(3)
-    np.testing.assert_allclose(model.infer(inputs)["OUTPUT1"], inputs["INPUT0"] * models.SCALE, rtol=1e-6)
+    np.testing.assert_allclose(infer(model, inputs)["OUTPUT1"], inputs["INPUT0"] * models.SCALE, rtol=1e-6)
 
 
 def test_missing_fields_of_listed_tensors_are_filled(
@@ -122,7 +142,7 @@ def test_listed_outputs_are_kept_as_a_subset(
     model = load_model(place(repository, "m", config, sources.add_mul_xml))
     assert [t.name for t in model.config.output] == ["OUTPUT1"]
     inputs = batch_of(2)
-    assert set(model.infer(inputs)) == {"OUTPUT1"}
+    assert set(infer(model, inputs)) == {"OUTPUT1"}
 
 
 def test_full_shape_dims_keep_the_model_unbatched(
@@ -141,7 +161,7 @@ def test_full_shape_dims_keep_the_model_unbatched(
     assert not model.config.HasField("dynamic_batching")
     assert [list(t.dims) for t in model.config.output] == [[-1, 4], [-1, 4]]
     inputs = batch_of(5)
-    np.testing.assert_allclose(model.infer(inputs)["OUTPUT0"], inputs["INPUT0"] + inputs["INPUT1"], rtol=1e-6)
+    np.testing.assert_allclose(infer(model, inputs)["OUTPUT0"], inputs["INPUT0"] + inputs["INPUT1"], rtol=1e-6)
 
 
 def test_auto_complete_disabled_leaves_the_config_alone(

@@ -14,7 +14,7 @@ from naiad_openvino.devices import choose_device
 from naiad_openvino.instance import OpenVinoInstance
 
 from . import models
-from .conftest import LoadModel, Sources, batch_of, place
+from .conftest import LoadModel, Sources, batch_of, infer, place
 
 CORE = ov.Core()
 OPENVINO_GPUS = [device for device in CORE.available_devices if device.startswith("GPU")]
@@ -59,4 +59,4 @@ def test_target_device_gpu_serves(load_model: LoadModel, tmp_path: Path, sources
     inputs = batch_of(3)
     reference = models.reference(sources.add_mul_xml, inputs)
     # GPU inference may run in FP16: compare loosely.
-    np.testing.assert_allclose(model.infer(inputs)["OUTPUT1"], reference["OUTPUT1"], rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(infer(model, inputs)["OUTPUT1"], reference["OUTPUT1"], rtol=1e-2, atol=1e-2)

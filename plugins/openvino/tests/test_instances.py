@@ -14,7 +14,7 @@ from naiad_openvino.instance import OpenVinoInstance
 from naiad_openvino.model import OpenVinoModel
 
 from . import models
-from .conftest import LoadModel, Sources, batch_of, place
+from .conftest import LoadModel, Sources, batch_of, infer, place
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_config_reshape_is_applied_both_ways(
     model = load_model(place(repository, "m", config, sources.add_mul_xml))
     flat = batch_of(3)
     inputs = {name: array.reshape(3, 2, 2) for name, array in flat.items()}
-    output = model.infer(inputs)["OUTPUT1"]
+    output = infer(model, inputs)["OUTPUT1"]
     assert output.shape == (3, 2, 2)
     np.testing.assert_allclose(output.reshape(3, 4), models.reference(sources.add_mul_xml, flat)["OUTPUT1"])
 
@@ -54,9 +54,9 @@ def test_static_batch_without_padding_rejects_smaller_batches(
     instance = model.instances[0]
     assert isinstance(instance, OpenVinoInstance)
     assert str(instance.compiled.inputs[0].get_partial_shape()) == "[4,4]"
-    assert model.infer(batch_of(4))["OUTPUT0"].shape == (4, 4)
+    assert infer(model, batch_of(4))["OUTPUT0"].shape == (4, 4)
     with pytest.raises(NaiadError, match=r"expected requests with batch size '4', got '1'"):
-        model.infer(batch_of(1))
+        infer(model, batch_of(1))
 
 
 def test_dynamic_batch_is_the_default(
@@ -87,7 +87,7 @@ def test_two_instances_run_concurrently_and_independently(
             for seed in range(20):
                 inputs = batch_of(1 + seed % 4, seed=seed + 100 * instance)
                 np.testing.assert_allclose(
-                    model.infer(inputs, instance=instance)["OUTPUT0"], inputs["INPUT0"] + inputs["INPUT1"], rtol=1e-6
+                    infer(model, inputs, instance=instance)["OUTPUT0"], inputs["INPUT0"] + inputs["INPUT1"], rtol=1e-6
                 )
         except BaseException as error:
             failures.append(error)
@@ -104,7 +104,7 @@ def test_finalize_releases_the_engine(
     load_model: LoadModel, repository: ModelRepositoryBuilder, sources: Sources
 ) -> None:
     model = load_model(place(repository, "m", None, sources.add_mul_xml))
-    backend_model = model.model
+    backend_model = model.backend_model
     instance = model.instances[0]
     assert isinstance(backend_model, OpenVinoModel)
     assert isinstance(instance, OpenVinoInstance)
@@ -118,8 +118,11 @@ def test_finalize_releases_the_engine(
 def test_without_instance_groups_the_model_runs_on_cpu(
     load_model: LoadModel, repository: ModelRepositoryBuilder, sources: Sources
 ) -> None:
-    """Triton's openvino backend prefers KIND_CPU: KIND_AUTO must not pick an NVIDIA GPU."""
-    model = load_model(place(repository, "m", None, sources.add_mul_xml))
+    """Triton's openvino backend prefers KIND_CPU: KIND_AUTO must not pick an NVIDIA GPU.
+
+    ``naiad_backend_info`` declares it; naiad adds the group (here on a host with one GPU).
+    """
+    model = load_model(place(repository, "m", None, sources.add_mul_xml), gpu_count=1)
     assert [(group.name, group.kind, group.count) for group in model.config.instance_group] == [
         ("m", ModelInstanceGroup.KIND_CPU, 1)
     ]

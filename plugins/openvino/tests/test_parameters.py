@@ -12,7 +12,7 @@ from naiad.testing import ModelRepositoryBuilder
 from naiad_openvino.instance import OpenVinoInstance
 from naiad_openvino.parameters import OpenVinoOptions, parse_parameters
 
-from .conftest import LoadModel, Sources, batch_of, place
+from .conftest import LoadModel, Sources, batch_of, infer, place
 
 
 def _config(**parameters: str) -> ModelConfig:
@@ -116,7 +116,7 @@ def test_properties_reach_the_compiled_model(
     assert isinstance(instance, OpenVinoInstance)
     for key, value in parameters.items():
         assert str(instance.compiled.get_property(key)) == value
-    assert model.infer(batch_of(2))["OUTPUT0"].shape == (2, 4)
+    assert infer(model, batch_of(2))["OUTPUT0"].shape == (2, 4)
 
 
 def test_unsupported_properties_are_dropped_with_a_warning(
@@ -129,4 +129,4 @@ def test_unsupported_properties_are_dropped_with_a_warning(
     assert "model 'm': OpenVINO device CPU does not support COMPILATION_NUM_THREADS; that parameter is ignored" in (
         caplog.text
     )
-    assert model.infer(batch_of(1))["OUTPUT0"].shape == (1, 4)
+    assert infer(model, batch_of(1))["OUTPUT0"].shape == (1, 4)

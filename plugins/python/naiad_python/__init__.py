@@ -1,6 +1,6 @@
 """naiad's ``python`` backend: runs Triton python-backend models (``model.py``) unchanged.
 
-The two hook implementations below are all naiad sees of this package; the work happens in
+The hook implementations below are all naiad sees of this package; the work happens in
 submodules imported on first use:
 
 * :mod:`naiad_python.backend_model` checks the model file and runs ``auto_complete_config``
@@ -15,14 +15,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from naiad.backend import hookimpl
+from naiad.backend import BackendInfo, ModelFormat, hookimpl
 
 if TYPE_CHECKING:
     from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "naiad_create_instance", "naiad_load_model"]
+__all__ = ["__version__", "naiad_backend_info", "naiad_create_instance", "naiad_load_model"]
+
+
+@hookimpl
+def naiad_backend_info() -> BackendInfo:
+    """Models are found by their ``model.py``; there is no platform."""
+    return BackendInfo("python", (ModelFormat("model.py"),))
 
 
 @hookimpl

@@ -26,7 +26,7 @@ _RESERVED_PARAMETERS = frozenset(
 
 def input_tensor(tensor: CoreTensor) -> Tensor:
     """A request input as a ``pb_utils.Tensor`` sharing the core tensor's array."""
-    return Tensor._wrap(tensor.name, tensor.data, datatypes.from_wire(tensor.datatype).number)
+    return Tensor._wrap(tensor.name, tensor.numpy(), datatypes.from_wire(tensor.datatype).number)
 
 
 def output_tensor(tensor: Tensor) -> CoreTensor:

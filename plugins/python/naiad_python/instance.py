@@ -8,14 +8,16 @@ Triton's python backend enforces about its result (python-model-api.md §5).
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import inspect
 import logging
+import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from naiad.backend import ErrorCode, InstanceContext, ModelInstance, NaiadError
+from naiad.backend import ErrorCode, InstanceContext, ModelInstance, NaiadError, report_compute
 from naiad.backend import InferenceRequest as CoreRequest
 from naiad_python import convert, loader
 from naiad_python.backend_model import PythonModel
@@ -98,7 +100,11 @@ class PythonModelInstance(ModelInstance):
     # -- execute -------------------------------------------------------------------------------
 
     def execute(self, requests: Sequence[CoreRequest]) -> None:
-        """Run one batch and answer every request through its sender (see the module docstring)."""
+        """Run one batch and answer every request through its sender (see the module docstring).
+
+        The compute phase reported for each request spans the model's ``execute``: it starts once
+        the requests are converted and ends when ``execute`` returned, before its responses go out.
+        """
         batch = [
             convert.received_request(request, decoupled=self.decoupled, config_outputs=self._config_outputs)
             for request in requests
@@ -107,13 +113,16 @@ class PythonModelInstance(ModelInstance):
             execute = getattr(self._model, "execute", None)
             if execute is None:
                 raise ContractError(f"Python model {self.model_file} does not implement `execute` method.")
+            start = time.monotonic_ns()
             returned = execute(batch)
             if inspect.iscoroutine(returned):
-                if self.decoupled:
+                if self.decoupled:  # runs in the background: its compute ends when execute returned it
+                    report_compute(requests, start, time.monotonic_ns())
                     future = self._loop.submit(returned)
                     future.add_done_callback(partial(self._background_done, batch))
                     return
                 returned = self._loop.run(returned)
+            report_compute(requests, start, time.monotonic_ns())
             self._process_returned(batch, returned)
         except USER_ERRORS as error:
             self._fail_batch(batch, error)
@@ -203,28 +212,38 @@ class PythonModelInstance(ModelInstance):
 
     # -- readiness and unload --------------------------------------------------------------------
 
-    def is_ready(self) -> bool:
-        """The model's ``is_ready()`` (sync or async), False on error or after 5 s; True if undefined."""
+    async def is_ready(self) -> bool:
+        """The model's ``is_ready()``, False on error or after 5 s; True if it has none.
+
+        A sync ``is_ready`` runs on the instance's readiness thread, an ``async def`` one (or the
+        coroutine a sync one returns) on the instance's event loop; the server's loop only awaits.
+        """
         method = getattr(self._model, "is_ready", None)
         if method is None:
             return True
         try:
-            if inspect.iscoroutinefunction(method):
-                return bool(self._loop.run(method(), timeout=IS_READY_TIMEOUT_S))
-            if self._ready_pool is None:
-                self._ready_pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix=f"naiad-python-ready-{self.name}"
-                )
-            result = self._ready_pool.submit(method).result(timeout=IS_READY_TIMEOUT_S)
-            if inspect.iscoroutine(result):
-                result = self._loop.run(result, timeout=IS_READY_TIMEOUT_S)
+            async with asyncio.timeout(IS_READY_TIMEOUT_S):
+                if inspect.iscoroutinefunction(method):
+                    result = await asyncio.wrap_future(self._loop.submit(method()))
+                else:
+                    result = await asyncio.wrap_future(self._ready_executor().submit(method))
+                    if inspect.iscoroutine(result):
+                        result = await asyncio.wrap_future(self._loop.submit(result))
             return bool(result)
         except TimeoutError:
-            _log.warning("is_ready() of model '%s' took more than %.0f s", self.model_name, IS_READY_TIMEOUT_S)
+            _log.warning("is_ready() of model '%s' took more than %g s", self.model_name, IS_READY_TIMEOUT_S)
             return False
         except USER_ERRORS as error:
             _log.warning("is_ready() of model '%s' raised %s", self.model_name, describe(error), exc_info=error)
             return False
+
+    def _ready_executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The single thread sync ``is_ready`` calls run on, started on first use."""
+        if self._ready_pool is None:
+            self._ready_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"naiad-python-ready-{self.name}"
+            )
+        return self._ready_pool
 
     def finalize(self) -> None:
         """Call the model's ``finalize()`` (errors are logged), then release the instance."""

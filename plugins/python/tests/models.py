@@ -585,3 +585,38 @@ LIFECYCLE = PythonModelSpec(
     output [ { name: "ARGS" data_type: TYPE_STRING dims: [ 1 ] } ]
     """,
 )
+
+
+def readiness_model(is_ready: str) -> PythonModelSpec:
+    """A model (IN -> OUT, a copy) whose ``TritonPythonModel`` has ``is_ready`` as given (a method's source).
+
+    Its module imports ``asyncio``, ``threading`` and ``time`` for the method to use.
+    """
+    return PythonModelSpec(
+        model_py=f"""
+        import asyncio
+        import threading
+        import time
+
+        import triton_python_backend_utils as pb_utils
+
+
+        class TritonPythonModel:
+            def execute(self, requests):
+                return [
+                    pb_utils.InferenceResponse(
+                        [pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(request, "IN").as_numpy())]
+                    )
+                    for request in requests
+                ]
+
+{textwrap.indent(textwrap.dedent(is_ready).strip(), " " * 12)}
+        """,
+        config="""
+        name: "{name}"
+        backend: "python"
+        max_batch_size: 0
+        input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        """,
+    )

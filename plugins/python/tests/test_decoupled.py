@@ -6,13 +6,13 @@ import numpy as np
 
 from naiad.backend import ErrorCode
 
-from .conftest import LoadModel, make_request
+from .conftest import LoadModel
 from .models import ASYNC_DECOUPLED, DECOUPLED_REPEAT, DECOUPLED_RETURNS_LIST
 
 
 def test_repeat_sends_one_response_per_element_then_a_flag_only_final(load_model: LoadModel) -> None:
     model = load_model("repeat", DECOUPLED_REPEAT)
-    pairs = [make_request("repeat", {"IN": np.array([4, 5, 6][:n], np.int32)}) for n in (3, 0, 1)]
+    pairs = [model.request({"IN": np.array([4, 5, 6][:n], np.int32)}) for n in (3, 0, 1)]
     model.execute([request for request, _ in pairs])
     expected = [[4, 5, 6], [], [4]]
     for (_, collected), values in zip(pairs, expected, strict=True):

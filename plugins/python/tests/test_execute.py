@@ -9,7 +9,7 @@ import pytest
 
 from naiad.backend import ErrorCode
 
-from .conftest import LoadModel, make_request
+from .conftest import LoadModel
 from .models import (
     ADD_SUB,
     ASYNC_EXECUTE,
@@ -39,10 +39,10 @@ def test_add_sub(load_model: LoadModel) -> None:
 
 def test_batch_of_requests_each_gets_its_own_response(load_model: LoadModel) -> None:
     model = load_model("add_sub", ADD_SUB)
-    pairs = [make_request("add_sub", {"INPUT0": FOUR * i, "INPUT1": ONES}) for i in range(3)]
+    pairs = [model.request({"INPUT0": FOUR * i, "INPUT1": ONES}) for i in range(3)]
     model.execute([request for request, _ in pairs])
     for i, (_, collected) in enumerate(pairs):
-        np.testing.assert_array_equal(collected.output("OUTPUT0"), FOUR * i + 1)
+        np.testing.assert_array_equal(collected.outputs()["OUTPUT0"], FOUR * i + 1)
 
 
 def test_only_requested_outputs_are_returned(load_model: LoadModel) -> None:
@@ -56,7 +56,7 @@ def test_no_requested_outputs_means_all_config_outputs(load_model: LoadModel) ->
     collected = model.infer({"INPUT0": np.zeros((1, 2), np.float32)})
     response = collected.only()
     assert [tensor.name for tensor in response.outputs] == ["INFO", "EXTRA"]  # UNDECLARED dropped
-    info = json.loads(collected.output("INFO")[0])
+    info = json.loads(collected.outputs()["INFO"][0])
     assert info["requested"] == ["INFO", "EXTRA"]
 
 
@@ -72,10 +72,10 @@ def test_bytes_identity(load_model: LoadModel) -> None:
     collected = model.infer({"INPUT0": data})
     response = collected.only()
     assert [tensor.datatype for tensor in response.outputs] == ["BYTES", "BYTES"]
-    out0 = collected.output("OUTPUT0")
+    out0 = collected.outputs()["OUTPUT0"]
     assert out0.dtype == np.object_
     assert list(out0) == [b"hello", b"\x00bin\x00", "wörld".encode()]
-    assert list(collected.output("OUTPUT1")) == [b"HELLO", b"\x00BIN\x00", "WÖRLD".encode()]
+    assert list(collected.outputs()["OUTPUT1"]) == [b"HELLO", b"\x00BIN\x00", "WÖRLD".encode()]
 
 
 def test_request_metadata(load_model: LoadModel) -> None:
@@ -92,7 +92,7 @@ def test_request_metadata(load_model: LoadModel) -> None:
     response = collected.only()
     assert [tensor.name for tensor in response.outputs] == ["INFO"]
     assert response.parameters == {"answered": True}
-    info = json.loads(collected.output("INFO")[0])
+    info = json.loads(collected.outputs()["INFO"][0])
     assert info == {
         "request_id": "req-7",
         "correlation_id": 42,
@@ -110,7 +110,7 @@ def test_request_metadata(load_model: LoadModel) -> None:
 
 def test_exception_in_execute_fails_every_request(load_model: LoadModel) -> None:
     model = load_model("errors", ERRORS)
-    pairs = [make_request("errors", {"INPUT0": FOUR}, parameters={"mode": "raise"}) for _ in range(2)]
+    pairs = [model.request({"INPUT0": FOUR}, parameters={"mode": "raise"}) for _ in range(2)]
     model.execute([request for request, _ in pairs])
     for _, collected in pairs:
         error = collected.only().error
@@ -118,7 +118,7 @@ def test_exception_in_execute_fails_every_request(load_model: LoadModel) -> None
         assert error.code is ErrorCode.INTERNAL
         assert error.message == f"{FAILED.format('errors_0')}ValueError: boom"
     # the instance keeps serving
-    np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).output("OUTPUT0"), FOUR)
+    np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).outputs()["OUTPUT0"], FOUR)
 
 
 def test_system_exit_in_execute_only_fails_the_batch(load_model: LoadModel) -> None:
@@ -145,7 +145,7 @@ def test_system_exit_in_execute_only_fails_the_batch(load_model: LoadModel) -> N
 )
 def test_contract_violations_fail_the_whole_batch(load_model: LoadModel, mode: str, message: str) -> None:
     model = load_model("errors", ERRORS)
-    pairs = [make_request("errors", {"INPUT0": FOUR}, parameters={"mode": mode}) for _ in range(2)]
+    pairs = [model.request({"INPUT0": FOUR}, parameters={"mode": mode}) for _ in range(2)]
     model.execute([request for request, _ in pairs])
     for _, collected in pairs:
         error = collected.only().error
@@ -174,7 +174,7 @@ def test_triton_error_codes_map_to_naiad_codes(load_model: LoadModel) -> None:
 
 def test_async_execute(load_model: LoadModel) -> None:
     model = load_model("async", ASYNC_EXECUTE)
-    np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).output("OUTPUT0"), FOUR + 1)
+    np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).outputs()["OUTPUT0"], FOUR + 1)
     error = model.infer({"INPUT0": FOUR}, parameters={"mode": "raise"}).only().error
     assert error is not None
     assert error.message == f"{FAILED.format('async_0')}KeyError: 'async boom'"
@@ -187,17 +187,15 @@ def test_async_execute(load_model: LoadModel) -> None:
 def test_non_decoupled_response_sender(load_model: LoadModel, mode: str) -> None:
     model = load_model("senders", SENDER_MODES)
     collected = model.infer({"INPUT0": FOUR}, parameters={"mode": mode})
-    np.testing.assert_array_equal(collected.output("OUTPUT0"), FOUR)
+    np.testing.assert_array_equal(collected.outputs()["OUTPUT0"], FOUR)
 
 
 def test_none_item_without_a_sent_response_is_an_error(load_model: LoadModel) -> None:
     model = load_model("senders", SENDER_MODES)
-    ok, ok_collected = make_request("senders", {"INPUT0": FOUR}, parameters={"mode": "plain"})
-    missing, missing_collected = make_request(
-        "senders", {"INPUT0": FOUR}, parameters={"mode": "return_none_item"}, id="r2"
-    )
+    ok, ok_collected = model.request({"INPUT0": FOUR}, parameters={"mode": "plain"})
+    missing, missing_collected = model.request({"INPUT0": FOUR}, parameters={"mode": "return_none_item"}, id="r2")
     model.execute([ok, missing])
-    np.testing.assert_array_equal(ok_collected.output("OUTPUT0"), FOUR)
+    np.testing.assert_array_equal(ok_collected.outputs()["OUTPUT0"], FOUR)
     error = missing_collected.only().error
     assert error is not None
     assert error.code is ErrorCode.INTERNAL
@@ -206,8 +204,8 @@ def test_none_item_without_a_sent_response_is_an_error(load_model: LoadModel) ->
 
 def test_returning_a_response_already_sent_fails_the_rest_of_the_batch(load_model: LoadModel) -> None:
     model = load_model("senders", SENDER_MODES)
-    sent, sent_collected = make_request("senders", {"INPUT0": FOUR}, parameters={"mode": "send_and_return"})
-    other, other_collected = make_request("senders", {"INPUT0": FOUR}, parameters={"mode": "plain"})
+    sent, sent_collected = model.request({"INPUT0": FOUR}, parameters={"mode": "send_and_return"})
+    other, other_collected = model.request({"INPUT0": FOUR}, parameters={"mode": "plain"})
     model.execute([sent, other])
     # the response that went out through the sender stands; the batch fails for the others
     assert sent_collected.only().error is None
@@ -221,7 +219,9 @@ def test_returning_a_response_already_sent_fails_the_rest_of_the_batch(load_mode
 
 def test_sender_rules_in_a_non_decoupled_model(load_model: LoadModel) -> None:
     model = load_model("senders", SENDER_MODES)
-    np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}, parameters={"mode": "rules"}).output("OUTPUT0"), FOUR)
+    np.testing.assert_array_equal(
+        model.infer({"INPUT0": FOUR}, parameters={"mode": "rules"}).outputs()["OUTPUT0"], FOUR
+    )
     texts = model.instances[0]._model.rule_texts  # type: ignore[attr-defined]
     assert texts == [
         "Unable to send response. Non-decoupled model cannot send complete final before sending a response.",

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from naiad.backend import DataType, ErrorCode, ModelConfig, ModelLoadContext, NaiadError
-from naiad.plugins import Backend
+import naiad_python
+from naiad.backend import BackendInfo, DataType, ErrorCode, ModelFormat, NaiadError
+from naiad.testing import load_model as load_in_process
 
-from .conftest import LoadModel
+from .conftest import LoadModel, PythonTestModel, ready
 from .models import (
     ADD_SUB,
     AUTO_COMPLETE,
@@ -25,9 +27,22 @@ from .models import (
 ONE = {"IN": np.array([1], np.int32)}
 
 
+def test_backend_info_detects_models_by_their_model_py(load_model: LoadModel) -> None:
+    assert naiad_python.naiad_backend_info() == BackendInfo("python", (ModelFormat("model.py"),))
+    config = str(ADD_SUB.config)
+    assert 'backend: "python"' in config
+    spec = PythonModelSpec(ADD_SUB.model_py, config=config.replace('backend: "python"', ""))
+    assert load_model("detected", spec).config.backend == "python"
+
+
+def test_importing_the_backend_imports_no_submodule() -> None:
+    code = "import sys, naiad_python; print(sorted(m for m in sys.modules if m.startswith('naiad_python.')))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
 def test_initialize_receives_tritons_args(load_model: LoadModel) -> None:
     model = load_model("lifecycle", LIFECYCLE)
-    args = json.loads(model.infer(ONE).output("ARGS")[0])
+    args = json.loads(model.infer(ONE).outputs()["ARGS"][0])
     assert args == {
         "model_config": model.config_json,
         "model_instance_kind": "CPU",
@@ -49,7 +64,7 @@ def test_auto_complete_without_config_file(load_model: LoadModel) -> None:
     assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [("INPUT0", DataType.TYPE_FP32, [4])]
     assert [(t.name, t.data_type, list(t.dims)) for t in config.output] == [("OUTPUT0", DataType.TYPE_FP32, [4])]
     data = np.arange(8, dtype=np.float32).reshape(2, 4)
-    np.testing.assert_array_equal(model.infer({"INPUT0": data}).output("OUTPUT0"), data * 2)
+    np.testing.assert_array_equal(model.infer({"INPUT0": data}).outputs()["OUTPUT0"], data * 2)
 
 
 def test_auto_complete_disabled_leaves_the_config_alone(load_model: LoadModel) -> None:
@@ -129,13 +144,13 @@ def test_import_error_fails_the_load(load_model: LoadModel) -> None:
         ("model.txt", "Model name must end with '.py'. Model name is \"model.txt\""),
     ],
 )
-def test_model_file_problems(python_backend: Backend, repo: Path, filename: str, message: str) -> None:
+def test_model_file_problems(repo: Path, filename: str, message: str) -> None:
     model_dir = repo / "missing"
     (model_dir / "1").mkdir(parents=True)
-    config = ModelConfig(name="missing", backend="python", default_model_filename=filename)
-    context = ModelLoadContext(model_name="missing", version=1, model_dir=model_dir, config=config, auto_complete=True)
+    config = f'name: "missing" backend: "python" default_model_filename: "{filename}"'
+    (model_dir / "config.pbtxt").write_text(config)
     with pytest.raises(NaiadError) as excinfo:
-        python_backend.load_model(context)
+        load_in_process(model_dir)
     assert excinfo.value.message.startswith("failed to load python model 'missing' version 1: ")
     assert message.format(dir=model_dir) in excinfo.value.message
 
@@ -148,15 +163,15 @@ def test_custom_model_filename(load_model: LoadModel) -> None:
     )
     model = load_model("custom", spec)
     four = np.ones(4, np.float32)
-    np.testing.assert_array_equal(model.infer({"INPUT0": four, "INPUT1": four}).output("OUTPUT0"), four * 2)
+    np.testing.assert_array_equal(model.infer({"INPUT0": four, "INPUT1": four}).outputs()["OUTPUT0"], four * 2)
 
 
 def test_models_and_instances_do_not_share_modules(load_model: LoadModel) -> None:
     first = load_model("first", isolation_model("one"))
     second = load_model("second", isolation_model("two"))
 
-    def outputs(model: object, instance: int) -> dict[str, list[object]]:
-        collected = model.infer(ONE, instance=instance)  # type: ignore[attr-defined]
+    def outputs(model: PythonTestModel, instance: int) -> dict[str, list[object]]:
+        collected = model.infer(ONE, instance=instance)
         response = collected.only()
         assert response.error is None, response.error
         return {tensor.name: tensor.data.tolist() for tensor in response.outputs}
@@ -186,7 +201,7 @@ def test_installed_packages_win_over_same_named_model_files(load_model: LoadMode
     )
     model = load_model("shadowing", spec)
     four = np.ones(4, np.float32)
-    np.testing.assert_array_equal(model.infer({"INPUT0": four, "INPUT1": four}).output("OUTPUT0"), four * 2)
+    np.testing.assert_array_equal(model.infer({"INPUT0": four, "INPUT1": four}).outputs()["OUTPUT0"], four * 2)
 
 
 def test_missing_model_class(load_model: LoadModel) -> None:
@@ -199,7 +214,7 @@ def test_get_model_dir_answers_for_each_model(load_model: LoadModel) -> None:
     first = load_model("first", isolation_model("one"))
     second = load_model("second", isolation_model("two"))
     for model in (first, second):
-        dirs = model.infer(ONE).output("MODEL_DIR").tolist()
+        dirs = model.infer(ONE).outputs()["MODEL_DIR"].tolist()
         # from execute, from a helper module, from a thread, at import time
         assert dirs == [str(model.model_dir / "1").encode()] * 4
 
@@ -214,9 +229,9 @@ def test_get_model_dir_outside_model_code_raises() -> None:
 def test_finalize_and_is_ready(load_model: LoadModel) -> None:
     model = load_model("lifecycle", LIFECYCLE)
     instance = model.instances[0]
-    assert instance.is_ready()
+    assert ready(instance)
     model.infer(ONE, parameters={"ready": False}).only()
-    assert not instance.is_ready()
+    assert not ready(instance)
     model.close()
     assert (model.model_dir / "1" / "finalized-lifecycle_0").read_text() == "bye"
     assert not [name for name in sys.modules if name.startswith("_naiad_python_models.lifecycle")]

@@ -1,8 +1,9 @@
 """naiad's ``pytorch`` backend: serves TorchScript models (``model.pt``) like Triton's PyTorch backend.
 
-The two hook implementations below are all naiad sees of this package; torch is imported by the
-submodules on first use:
+The hook implementations below are all naiad sees of this package; torch is imported by the
+submodules on first use, never by this module:
 
+* :func:`naiad_backend_info` declares the model files and platforms (Triton's ``pytorch`` entry);
 * :mod:`naiad_pytorch.backend_model` checks the file and parameters (:mod:`~naiad_pytorch.parameters`,
   :mod:`~naiad_pytorch.settings`) and auto-completes the config (:mod:`~naiad_pytorch.autocomplete`);
 * :mod:`naiad_pytorch.instance` loads a module per instance (:mod:`~naiad_pytorch.torchscript`),
@@ -14,14 +15,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from naiad.backend import hookimpl
+from naiad.backend import BackendInfo, ModelFormat, OnDisk, hookimpl
 
 if TYPE_CHECKING:
     from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "naiad_create_instance", "naiad_load_model"]
+__all__ = ["__version__", "naiad_backend_info", "naiad_create_instance", "naiad_load_model"]
+
+
+@hookimpl
+def naiad_backend_info() -> BackendInfo:
+    """``model.pt`` (a file; ``pytorch_libtorch``/``libtorch``) and ``model.pt2`` (``torch_aoti``, refused at load)."""
+    return BackendInfo(
+        "pytorch",
+        (
+            ModelFormat("model.pt", ("pytorch_libtorch", "libtorch"), OnDisk.FILE),
+            ModelFormat("model.pt2", ("torch_aoti",)),
+        ),
+        checks_platform=True,
+    )
 
 
 @hookimpl

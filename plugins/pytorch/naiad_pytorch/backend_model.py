@@ -14,8 +14,6 @@ from naiad_pytorch.binding import Binding, bind
 from naiad_pytorch.parameters import OBSOLETE, TorchParameters, parse_parameters
 from naiad_pytorch.schema import ForwardSchema
 
-DEFAULT_MODEL_FILENAME = "model.pt"
-
 _log = logging.getLogger("naiad.pytorch")
 
 
@@ -79,7 +77,7 @@ def load_model(context: ModelLoadContext) -> PytorchModel:
             'by naiad\'s pytorch backend; serve a TorchScript model.pt (platform: "pytorch_libtorch")',
             ErrorCode.UNSUPPORTED,
         )
-    model_file = context.version_dir / (config.default_model_filename or DEFAULT_MODEL_FILENAME)
+    model_file = context.model_file  # default_model_filename, which naiad fills from naiad_backend_info
     if not model_file.is_file():
         raise NaiadError(
             f"unable to find '{model_file}' for model '{context.model_name}': put the TorchScript file there "

@@ -45,7 +45,8 @@ class TorchOutputs(ModelInstance):
 
     def execute(self, requests: Sequence[InferenceRequest]) -> None:
         for request in requests:
-            x = torch.utils.dlpack.from_dlpack(request.inputs["X"]).to(self.device)  # the input's buffer, no copy on the host
+            # The input's buffer, no copy on the host.
+            x = torch.utils.dlpack.from_dlpack(request.inputs["X"]).to(self.device)
             outputs = [
                 Tensor("Y", "FP32", x * 2, self.memory),
                 Tensor("H", "BF16", x.to(torch.bfloat16), self.memory),
