@@ -35,17 +35,17 @@ SEQUENCE_END = 2
 
 
 class OutputDestination(Protocol):
-    """Where a requested output is written instead of travelling in the response body.
+    """A caller's memory a requested output is written into (a buffer, a shared-memory region).
 
-    The response pipeline calls :meth:`write` on the thread that sent the response; the frontend
-    then reports :meth:`parameters` for that output in place of its data.
+    The response pipeline calls :meth:`write` on the thread that sent the response, before the
+    response reaches its sink; a failed write fails the response.
     """
 
     def write(self, tensor: Tensor) -> None:
         """Copy ``tensor`` into the destination; raise :class:`NaiadError` if it does not fit."""
 
     def parameters(self) -> Mapping[str, ParameterValue]:
-        """What the response says about the output instead of its data."""
+        """Where the data went, as a response reports it in place of the data (a region's name and size)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ class ModelSignature:
     inputs: dict[str, InputSpec]
     outputs: dict[str, OutputSpec]
     decoupled: bool
+    required_inputs: tuple[str, ...]  # the inputs that are not optional, in config order
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> ModelSignature:
@@ -76,6 +77,7 @@ class ModelSignature:
                 for tensor in config.output
             },
             decoupled=config.model_transaction_policy.decoupled,
+            required_inputs=tuple(tensor.name for tensor in config.input if not tensor.optional),
         )
 
 

@@ -17,8 +17,7 @@ import asyncio
 import queue
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
 
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import InferenceResponse, ResponseEvent
@@ -26,24 +25,26 @@ from naiad.inference import InferenceResponse, ResponseEvent
 _holding = threading.local()  # .inboxes: the inboxes this thread owes a wake-up, while it holds them
 
 
-@contextmanager
-def held_wakeups() -> Iterator[None]:
+class HeldWakeups:
     """Deliveries this thread makes inside the block wake each event loop once, when the block ends.
 
-    The instance runner holds them around a non-decoupled batch, so a batch's responses reach the
-    loop with one wake-up however many requests it answers.
+    The instance runner holds them around a non-decoupled batch of several requests, so its responses
+    reach the loop with one wake-up however many requests it answers.
     """
-    if getattr(_holding, "inboxes", None) is not None:  # already held further up this thread
-        yield
-        return
-    inboxes: set[LoopInbox] = set()
-    _holding.inboxes = inboxes
-    try:
-        yield
-    finally:
-        _holding.inboxes = None
-        for inbox in inboxes:
-            inbox.wake()
+
+    __slots__ = ("_inboxes",)
+
+    def __enter__(self) -> None:
+        self._inboxes: set[LoopInbox] | None = None
+        if getattr(_holding, "inboxes", None) is None:  # else already held further up this thread
+            self._inboxes = _holding.inboxes = set()
+
+    def __exit__(self, *exc: object) -> None:
+        inboxes = self._inboxes
+        if inboxes is not None:
+            _holding.inboxes = None
+            for inbox in inboxes:
+                inbox.wake()
 
 
 class LoopInbox:

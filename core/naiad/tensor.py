@@ -78,7 +78,7 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(int(dim) for dim in self.data.shape)
+        return tuple(self.data.shape)  # numpy, torch and CuPy shapes are sequences of ints
 
     def numpy(self) -> npt.NDArray[Any]:
         """The data as a host numpy array: the array itself for host tensors, else a copy."""

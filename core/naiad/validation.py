@@ -38,59 +38,67 @@ def validate_outputs(model_name: str, signature: ModelSignature, requested: Sequ
 
 def validate_inputs(model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str) -> int:
     """Check names, datatypes and shapes; return the request's batch size (1 if not batching)."""
-    prefix = request_prefix(request_id)
-    required = [spec.name for spec in signature.inputs.values() if not spec.optional]
+    specs = signature.inputs
     given = [tensor.name for tensor in inputs]
-    missing = [name for name in required if name not in given]
-    if len(given) > len(signature.inputs) or missing:
-        expected = (
-            f"{len(required)} inputs"
-            if len(required) == len(signature.inputs)
-            else f"number of inputs between {len(required)} and {len(signature.inputs)}"
-        )
-        raise invalid_arg(
-            f"{prefix}expected {expected} but got {len(given)} inputs for model '{model_name}'. "
-            f"Got input(s) {_format_names(given)}, but missing required input(s) "
-            f"{_format_names(missing)}. Please provide all required input(s)."
-        )
+    if len(given) > len(specs) or any(name not in given for name in signature.required_inputs):
+        _wrong_input_count(model_name, signature, given, request_id)
     batching = signature.max_batch_size > 0
     batch_size: int | None = None
     for tensor in inputs:
-        spec = signature.inputs.get(tensor.name)
+        spec = specs.get(tensor.name)
         if spec is None:
             raise invalid_arg(f"unexpected inference input '{tensor.name}' for model '{model_name}'")
         if tensor.datatype != spec.datatype.wire:
             raise invalid_arg(
-                f"{prefix}inference input '{tensor.name}' data-type is '{tensor.datatype}', but model "
-                f"'{model_name}' expects '{spec.datatype.wire}'"
+                f"{request_prefix(request_id)}inference input '{tensor.name}' data-type is '{tensor.datatype}', "
+                f"but model '{model_name}' expects '{spec.datatype.wire}'"
             )
         shape = tensor.shape
         dims = shape
         if batching and not spec.is_shape_tensor:
             if not shape:
                 raise invalid_arg(
-                    f"{prefix}input '{tensor.name}' has no batch dimension but model '{model_name}' "
-                    f"batches (max_batch_size {signature.max_batch_size}). {_BATCH_NOTE}"
+                    f"{request_prefix(request_id)}input '{tensor.name}' has no batch dimension but model "
+                    f"'{model_name}' batches (max_batch_size {signature.max_batch_size}). {_BATCH_NOTE}"
                 )
             if batch_size is None:
                 batch_size = shape[0]
             elif shape[0] != batch_size:
                 raise invalid_arg(
-                    f"{prefix}input '{tensor.name}' batch size does not match other inputs for '{model_name}'"
+                    f"{request_prefix(request_id)}input '{tensor.name}' batch size does not match other inputs "
+                    f"for '{model_name}'"
                 )
             dims = shape[1:]
-        if not _dims_match(dims, spec.dims):
+        if dims != spec.dims and not _dims_match(dims, spec.dims):
             expected_shape = ([-1] if batching else []) + list(spec.dims)
             raise invalid_arg(
-                f"{prefix}unexpected shape for input '{tensor.name}' for model '{model_name}'. "
-                f"Expected {_format_shape(expected_shape)}, got {_format_shape(shape)}. "
+                f"{request_prefix(request_id)}unexpected shape for input '{tensor.name}' for model "
+                f"'{model_name}'. Expected {_format_shape(expected_shape)}, got {_format_shape(shape)}. "
                 + (_BATCH_NOTE if batching else "")
             )
     if batching and batch_size is not None and batch_size > signature.max_batch_size:
         raise invalid_arg(
-            f"{prefix}inference request batch-size must be <= {signature.max_batch_size} for '{model_name}'"
+            f"{request_prefix(request_id)}inference request batch-size must be <= {signature.max_batch_size} "
+            f"for '{model_name}'"
         )
     return batch_size if batching and batch_size is not None else 1
+
+
+def _wrong_input_count(model_name: str, signature: ModelSignature, given: list[str], request_id: str) -> None:
+    """Triton's error for inputs that are too many or miss a required one."""
+    required = signature.required_inputs
+    missing = [name for name in required if name not in given]
+    total = len(signature.inputs)
+    expected = (
+        f"{len(required)} inputs"
+        if len(required) == total
+        else (f"number of inputs between {len(required)} and {total}")
+    )
+    raise invalid_arg(
+        f"{request_prefix(request_id)}expected {expected} but got {len(given)} inputs for model '{model_name}'. "
+        f"Got input(s) {_format_names(given)}, but missing required input(s) "
+        f"{_format_names(missing)}. Please provide all required input(s)."
+    )
 
 
 def _dims_match(shape: Sequence[int], dims: Sequence[int]) -> bool:

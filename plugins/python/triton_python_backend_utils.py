@@ -3,18 +3,16 @@
 The same names, signatures and behaviour as Triton's module (python-model-api.md §4), with
 the implementation in :mod:`naiad_python.pbutils`. Not implemented yet, and raising a
 ``TritonModelException`` that says so when used: BLS (``InferenceRequest.exec`` /
-``async_exec``), model control (``load_model``, ``unload_model``, ``is_model_ready``),
-custom metrics (``MetricFamily``) and request rescheduling.
+``async_exec``) and request rescheduling.
 
-``get_model_dir()`` (and the legacy ``ModelPath``) answer for the model whose code calls
-them, even when several models share the process.
+``get_model_dir()`` (and the legacy ``ModelPath``), model control (``load_model``,
+``unload_model``, ``is_model_ready``) and custom metrics (``MetricFamily``) act for the model
+whose code calls them, even when several models share the process.
 """
 
 from __future__ import annotations
 
-import sys
-
-from naiad_python import loader as _loader
+from naiad_python.pbutils.caller import calling_unit as _calling_unit
 from naiad_python.pbutils.errors import TritonError, TritonModelException
 from naiad_python.pbutils.logger import Logger
 from naiad_python.pbutils.lookup import (
@@ -24,7 +22,9 @@ from naiad_python.pbutils.lookup import (
     get_output_tensor_by_name,
     using_decoupled_model_transaction_policy,
 )
+from naiad_python.pbutils.metrics import MetricFamily
 from naiad_python.pbutils.model_config import ModelConfig
+from naiad_python.pbutils.model_control import is_model_ready, load_model, unload_model
 from naiad_python.pbutils.request import (
     TRITONSERVER_MEMORY_CPU,
     TRITONSERVER_MEMORY_GPU,
@@ -51,7 +51,6 @@ from naiad_python.pbutils.types import (
     triton_string_to_numpy,
     triton_to_numpy_type,
 )
-from naiad_python.pbutils.unsupported import MetricFamily, is_model_ready, load_model, unload_model
 
 __all__ = [
     "TRITONSERVER_MEMORY_CPU",
@@ -93,21 +92,11 @@ __all__ = [
 
 def get_model_dir() -> str:
     """The directory holding the calling model's ``model.py`` (its version directory)."""
-    return str(_calling_unit().version_dir)
+    return str(_calling_unit("get_model_dir()").version_dir)
 
 
 def __getattr__(name: str) -> str:
     # ``ModelPath``: the path of the calling model's model.py, which older Triton models read.
     if name == "ModelPath":
-        return str(_calling_unit().model_file)
+        return str(_calling_unit("get_model_dir()").model_file)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _calling_unit() -> _loader.ModelUnit:
-    unit = _loader.unit_of_caller(sys._getframe(2))
-    if unit is None:
-        raise TritonModelException(
-            "get_model_dir() only works when called from a model's code (model.py or a module it imports); "
-            "naiad finds the model from the calling code"
-        )
-    return unit

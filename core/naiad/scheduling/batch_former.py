@@ -104,6 +104,9 @@ class BatchFormer:
         # Per level: requests in arrival order, then requests whose DELAY timeout passed.
         self._queues: list[deque[Queued]] = [deque() for _ in range(levels)]
         self._delayed: list[deque[Queued]] = [deque() for _ in range(levels)]
+        policies = [rules.default_policy, *rules.level_policies.values()]
+        # Whether any queue policy can time a request out.
+        self.has_timeouts = any(policy.default_timeout_us or policy.allow_timeout_override for policy in policies)
 
     def __len__(self) -> int:
         return sum(len(queue) for queue in self._queues) + sum(len(queue) for queue in self._delayed)
@@ -195,12 +198,6 @@ class BatchFormer:
                 return self._take(candidates[:preferred], reason)
             return self._take(candidates, reason)
         return None
-
-    @property
-    def has_timeouts(self) -> bool:
-        """Whether any queue policy can time a request out."""
-        policies = [self.rules.default_policy, *self.rules.level_policies.values()]
-        return any(policy.default_timeout_us or policy.allow_timeout_override for policy in policies)
 
     def next_deadline_ns(self) -> int | None:
         """When the earliest queue timeout falls due (None if no request can time out)."""

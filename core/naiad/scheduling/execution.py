@@ -23,12 +23,13 @@ from naiad.contexts import InstanceContext
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import InferenceRequest, InferenceResponse
 from naiad.scheduling.rate_limiter import RateLimiter, ResourceNeeds
-from naiad.sinks import held_wakeups
+from naiad.sinks import HeldWakeups
 from naiad.statistics import ModelStatistics
 
 logger = logging.getLogger(__name__)
 
 _now = time.monotonic_ns
+_NOT_HELD = contextlib.nullcontext()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +83,9 @@ class InstanceRunner:
         if limit is not None and waiter is not None:
             limit.limiter.acquire(waiter)  # waiting for resources counts as queue time
         try:
-            # A non-decoupled batch's responses all reach the event loop with one wake-up, at its end.
-            with contextlib.nullcontext() if self._decoupled else held_wakeups():
+            # A non-decoupled batch's responses all reach the event loop with one wake-up, at its end;
+            # a batch of one is answered at once (holding it would only delay it).
+            with HeldWakeups() if len(requests) > 1 and not self._decoupled else _NOT_HELD:
                 start = self._started(requests)
                 try:
                     if self._is_async:

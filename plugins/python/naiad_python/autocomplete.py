@@ -32,6 +32,7 @@ def complete_config(context: ModelLoadContext, model_file: Path) -> None:
             model_dir=context.model_dir,
             model_file=model_file,
             tag="auto_complete",
+            server=context.server,
         )
     except loader.ModelFileError:
         raise

@@ -56,6 +56,7 @@ class PythonModelInstance(ModelInstance):
                 model_dir=context.model_dir,
                 model_file=model.model_file,
                 tag=context.name,
+                server=context.server,
             )
         except loader.ModelFileError as error:
             raise NaiadError(f"failed to load {where}: {error}", ErrorCode.NOT_FOUND) from error

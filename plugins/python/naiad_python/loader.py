@@ -19,7 +19,9 @@ server process, so each *load* (one per instance, plus a throw-away one for
   the files; such imports are shared process-wide.
 
 The private ``__builtins__`` also identifies which load a running frame belongs to, which
-is how ``pb_utils.get_model_dir()`` answers correctly for each model, from any thread.
+is how ``pb_utils.get_model_dir()`` answers correctly for each model, from any thread, and how
+the ``pb_utils`` APIs that need the server (model control, custom metrics) find the calling
+model's :class:`~naiad.backend.ServerHandle` (:attr:`ModelUnit.server`).
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ import re
 import sys
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from naiad.backend import ServerHandle
 
 ROOT_PACKAGE = "_naiad_python_models"
 _MODEL_DIR_SUFFIX = "__model_dir"
@@ -56,7 +61,7 @@ class ModelFileError(Exception):
 
 @dataclass(eq=False)
 class ModelUnit:
-    """One isolated import of a model: its private package, modules and builtins."""
+    """One isolated import of a model: its private package, modules and builtins, and its server."""
 
     model_name: str
     version: int
@@ -66,6 +71,8 @@ class ModelUnit:
     slug: str
     builtins: dict[str, Any] = field(repr=False)
     module: ModuleType | None = field(default=None, repr=False)
+    server: ServerHandle | None = field(default=None, repr=False)
+    _unload_callbacks: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _decisions: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
@@ -149,8 +156,18 @@ class _UnitFinder(importlib.abc.MetaPathFinder):
 _finder = _UnitFinder()
 
 
-def load_model_module(*, model_name: str, version: int, model_dir: Path, model_file: Path, tag: str) -> ModelUnit:
+def load_model_module(
+    *,
+    model_name: str,
+    version: int,
+    model_dir: Path,
+    model_file: Path,
+    tag: str,
+    server: ServerHandle | None = None,
+) -> ModelUnit:
     """Import ``model_file`` as a fresh, private module; ``tag`` names the load (instance name).
+
+    ``server`` is the handle of the server the model is loaded in (from the load's context).
 
     Raises :class:`ModelFileError` for a missing or misnamed file; any exception raised by
     the model's module code propagates (after the partial import is cleaned up).
@@ -162,7 +179,7 @@ def load_model_module(*, model_name: str, version: int, model_dir: Path, model_f
     version_dir = model_file.parent
     slug = f"{_slug(model_name)}_v{version}_{_slug(tag)}_{next(_counter)}"
     unit_builtins = dict(builtins.__dict__)
-    unit = ModelUnit(model_name, version, version_dir, model_dir, model_file, slug, unit_builtins)
+    unit = ModelUnit(model_name, version, version_dir, model_dir, model_file, slug, unit_builtins, server=server)
     unit_builtins["__import__"] = _make_import(unit)
     with _lock:
         _register(unit)
@@ -183,10 +200,12 @@ def load_model_module(*, model_name: str, version: int, model_dir: Path, model_f
 
 
 def unload_model_module(unit: ModelUnit) -> None:
-    """Forget a unit's modules (objects the model still holds stay alive) and its sys.path entries."""
+    """Forget a unit's modules (objects the model still holds stay alive) and its sys.path entries,
+    then run its :func:`on_unload` callbacks."""
     with _lock:
         if _units.pop(unit.slug, None) is None:
             return
+        callbacks, unit._unload_callbacks = unit._unload_callbacks, []
         _units.pop(unit.slug + _MODEL_DIR_SUFFIX, None)
         _units_by_builtins.pop(id(unit.builtins), None)
         for package in (unit.package, unit.model_dir_package):
@@ -198,6 +217,17 @@ def unload_model_module(unit: ModelUnit) -> None:
                 del _path_refs[entry]
                 while entry in sys.path:
                     sys.path.remove(entry)
+    for callback in callbacks:
+        callback()
+
+
+def on_unload(unit: ModelUnit, callback: Callable[[], None]) -> bool:
+    """Call ``callback`` when ``unit`` unloads; False (and never called) if it already has."""
+    with _lock:
+        if _units.get(unit.slug) is not unit:
+            return False
+        unit._unload_callbacks.append(callback)
+        return True
 
 
 def unit_of_caller(start: FrameType | None) -> ModelUnit | None:

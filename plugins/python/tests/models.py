@@ -620,3 +620,182 @@ def readiness_model(is_ready: str) -> PythonModelSpec:
         output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
         """,
     )
+
+
+# -- custom metrics and model control ---------------------------------------------------------
+
+
+def metrics_model(prefix: str) -> PythonModelSpec:
+    """VALUE -> COUNT: counts requests, keeps the last value and a histogram of the values.
+
+    Its families are ``<prefix>_requests`` (counter), ``<prefix>_last`` (gauge) and
+    ``<prefix>_values`` (histogram, buckets 1, 5, 10), each with one series labelled
+    ``model="<model name>"``; two instances share them. COUNT is the counter's value.
+    """
+    return PythonModelSpec(
+        model_py="""
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+
+
+        class TritonPythonModel:
+            def initialize(self, args):
+                labels = {"model": args["model_name"]}
+                family = pb_utils.MetricFamily
+                self.requests = family("PREFIX_requests", "Requests executed", family.COUNTER).Metric(labels=labels)
+                self.last = family("PREFIX_last", "Last value seen", family.GAUGE).Metric(labels=labels)
+                self.values = family("PREFIX_values", "Values seen", family.HISTOGRAM).Metric(
+                    labels=labels, buckets=[1.0, 5.0, 10.0]
+                )
+
+            def execute(self, requests):
+                responses = []
+                for request in requests:
+                    value = float(pb_utils.get_input_tensor_by_name(request, "VALUE").as_numpy().sum())
+                    self.requests.increment(1)
+                    self.last.set(value)
+                    self.values.observe(value)
+                    count = np.array([self.requests.value()], dtype=np.float64)
+                    responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("COUNT", count)]))
+                return responses
+        """.replace("PREFIX", prefix),
+        config="""
+        name: "{name}"
+        backend: "python"
+        max_batch_size: 0
+        input [ { name: "VALUE" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        output [ { name: "COUNT" data_type: TYPE_FP64 dims: [ 1 ] } ]
+        instance_group [ { kind: KIND_CPU count: 2 } ]
+        """,
+    )
+
+
+METRIC_ERRORS = PythonModelSpec(
+    model_py="""
+    import json
+
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    family = pb_utils.MetricFamily
+
+
+    def counter():
+        return family("errors_counter", "d", family.COUNTER).Metric()
+
+
+    def histogram():
+        return family("errors_histogram", "d", family.HISTOGRAM).Metric(buckets=[1.0])
+
+
+    CASES = {
+        "bad_name": lambda: family("bad name", "d", family.COUNTER),
+        "reserved_name": lambda: family("nv_mine", "d", family.GAUGE),
+        "bad_kind": lambda: family("errors_kind", "d", 7),
+        "other_kind": lambda: counter() and family("errors_counter", "d", family.GAUGE),
+        "bad_label": lambda: family("errors_counter", "d", family.COUNTER).Metric(labels={"bad-label": "x"}),
+        "counter_buckets": lambda: family("errors_counter", "d", family.COUNTER).Metric(buckets=[1.0]),
+        "histogram_without_buckets": lambda: family("errors_histogram", "d", family.HISTOGRAM).Metric(),
+        "negative_increment": lambda: counter().increment(-1),
+        "set_counter": lambda: counter().set(1),
+        "observe_counter": lambda: counter().observe(1),
+        "histogram_value": lambda: histogram().value(),
+    }
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            messages = {}
+            for case, call in CASES.items():
+                try:
+                    call()
+                    messages[case] = None
+                except pb_utils.TritonModelException as error:
+                    messages[case] = error.message()
+            out = pb_utils.Tensor("MESSAGES", np.array([json.dumps(messages)], dtype=np.object_))
+            return [pb_utils.InferenceResponse([out]) for _ in requests]
+    """,
+    config="""
+    name: "{name}"
+    backend: "python"
+    max_batch_size: 0
+    input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+    output [ { name: "MESSAGES" data_type: TYPE_STRING dims: [ 1 ] } ]
+    """,
+)
+
+READY_PROBE = PythonModelSpec(
+    model_py="""
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            responses = []
+            for request in requests:
+                name, version = (
+                    pb_utils.get_input_tensor_by_name(request, key).as_numpy()[0].decode()
+                    for key in ("NAME", "VERSION")
+                )
+                ready = pb_utils.is_model_ready(name, version)
+                if type(ready) is not bool:
+                    raise TypeError(f"is_model_ready returned {type(ready)}")
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("READY", np.array([ready]))]))
+            return responses
+    """,
+    config="""
+    name: "{name}"
+    backend: "python"
+    max_batch_size: 0
+    input [
+      { name: "NAME" data_type: TYPE_STRING dims: [ 1 ] },
+      { name: "VERSION" data_type: TYPE_STRING dims: [ 1 ] }
+    ]
+    output [ { name: "READY" data_type: TYPE_BOOL dims: [ 1 ] } ]
+    """,
+)
+
+MODEL_CONTROLLER = PythonModelSpec(
+    model_py="""
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    ACTIONS = {
+        "load": lambda target, config: pb_utils.load_model(target, config),
+        "load_files": lambda target, config: pb_utils.load_model(target, config, files={"file:1/model.py": b""}),
+        "unload": lambda target, config: pb_utils.unload_model(target),
+        "unload_dependents": lambda target, config: pb_utils.unload_model(target, unload_dependents=True),
+    }
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            responses = []
+            for request in requests:
+                action, target, config = (
+                    pb_utils.get_input_tensor_by_name(request, key).as_numpy()[0].decode()
+                    for key in ("ACTION", "TARGET", "CONFIG")
+                )
+                try:
+                    ACTIONS[action](target, config)
+                    error = ""
+                except pb_utils.TritonModelException as exception:
+                    error = exception.message()
+                responses.append(
+                    pb_utils.InferenceResponse([pb_utils.Tensor("ERROR", np.array([error], dtype=np.object_))])
+                )
+            return responses
+    """,
+    config="""
+    name: "{name}"
+    backend: "python"
+    max_batch_size: 0
+    input [
+      { name: "ACTION" data_type: TYPE_STRING dims: [ 1 ] },
+      { name: "TARGET" data_type: TYPE_STRING dims: [ 1 ] },
+      { name: "CONFIG" data_type: TYPE_STRING dims: [ 1 ] }
+    ]
+    output [ { name: "ERROR" data_type: TYPE_STRING dims: [ 1 ] } ]
+    """,
+)

@@ -258,17 +258,22 @@ def test_bls_request_construction_and_unsupported_exec() -> None:
 
 
 @pytest.mark.parametrize(
-    "call",
+    ("api", "call"),
     [
-        lambda: pb_utils.load_model("m"),
-        lambda: pb_utils.unload_model("m"),
-        lambda: pb_utils.is_model_ready("m"),
-        lambda: pb_utils.MetricFamily("n", "d", pb_utils.MetricFamily.COUNTER),
+        ("pb_utils.load_model()", lambda: pb_utils.load_model("m")),
+        ("pb_utils.unload_model()", lambda: pb_utils.unload_model("m")),
+        ("pb_utils.is_model_ready()", lambda: pb_utils.is_model_ready("m")),
+        ("pb_utils.MetricFamily", lambda: pb_utils.MetricFamily("n", "d", pb_utils.MetricFamily.COUNTER)),
     ],
 )
-def test_unsupported_apis_say_so(call: Any) -> None:
-    with pytest.raises(pb_utils.TritonModelException, match="is not supported by naiad yet"):
+def test_server_apis_act_for_the_calling_model(api: str, call: Any) -> None:
+    with pytest.raises(pb_utils.TritonModelException, match=re.escape(f"{api} only works when called from a model's")):
         call()
+
+
+def test_metric_kinds() -> None:
+    kinds = (pb_utils.MetricFamily.COUNTER, pb_utils.MetricFamily.GAUGE, pb_utils.MetricFamily.HISTOGRAM)
+    assert kinds == (0, 1, 2)
 
 
 def test_decoupled_sender_rules() -> None:
