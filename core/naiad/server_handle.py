@@ -107,16 +107,7 @@ class ServerHandle:
                 ErrorCode.INTERNAL,
             )
         sink = BlockingSink()
-        request = self._service.submit(
-            model,
-            inputs,
-            sink,
-            version=version,
-            outputs=outputs,
-            parameters=parameters,
-            refuse_decoupled=decoupled_refusal(model),
-            cancellation=cancellation,
-        )
+        request = self._submit_single(model, inputs, sink, version, outputs, parameters, cancellation)
         try:
             return sink.response(timeout, model=model)
         except NaiadError:
@@ -135,7 +126,25 @@ class ServerHandle:
     ) -> InferenceResponse:
         """:meth:`infer` for coroutines on the server's loop; cancelling the coroutine cancels the request."""
         sink = LoopSink(self._inbox)
-        request = self._service.submit(
+        request = self._submit_single(model, inputs, sink, version, outputs, parameters, cancellation)
+        try:
+            return single_response(await sink.next_event(), model)
+        except asyncio.CancelledError:
+            request.cancel()
+            raise
+
+    def _submit_single(
+        self,
+        model: str,
+        inputs: Sequence[Tensor],
+        sink: ResponseSink,
+        version: str | int,
+        outputs: Sequence[RequestedOutput | str],
+        parameters: Mapping[str, ParameterValue] | None,
+        cancellation: CancellationToken | None,
+    ) -> InferenceRequest:
+        """Queue a request whose caller takes exactly one response (a decoupled model is refused)."""
+        return self._service.submit(
             model,
             inputs,
             sink,
@@ -145,11 +154,6 @@ class ServerHandle:
             refuse_decoupled=decoupled_refusal(model),
             cancellation=cancellation,
         )
-        try:
-            return single_response(await sink.next_event(), model)
-        except asyncio.CancelledError:
-            request.cancel()
-            raise
 
     def model_ready(self, name: str, version: str | int = "") -> bool:
         """Whether the model (version) is READY to serve."""

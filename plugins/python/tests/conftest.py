@@ -14,9 +14,10 @@ from typing import Any, cast
 
 import numpy.typing as npt
 import pytest
+import tritonclient.http as httpclient
 
 from naiad.backend import InferenceRequest, ModelConfig, ModelInstance
-from naiad.testing import LoadedModel, ResponseCollector
+from naiad.testing import LoadedModel, ResponseCollector, ThreadedServer
 from naiad.testing import load_model as load_in_process
 
 from .models import PythonModelSpec, write_model
@@ -99,3 +100,11 @@ def load_model(repo: Path) -> Iterator[LoadModel]:
     yield load
     for model in loaded:
         model.close()
+
+
+@pytest.fixture
+def http(server: ThreadedServer) -> Iterator[httpclient.InferenceServerClient]:
+    """An HTTP client of the module's ``server`` fixture (a server running in this process)."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    yield client
+    client.close()

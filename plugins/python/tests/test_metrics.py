@@ -28,13 +28,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]
         yield running
 
 
-@pytest.fixture
-def http(server: ThreadedServer) -> Iterator[httpclient.InferenceServerClient]:
-    client = httpclient.InferenceServerClient(server.http_url)
-    yield client
-    client.close()
-
-
 def _infer(client: httpclient.InferenceServerClient, model: str, value: float) -> float:
     """One request with VALUE = ``value``; returns COUNT (the model's request counter)."""
     tensor = httpclient.InferInput("VALUE", [1], "FP32")

@@ -48,13 +48,6 @@ def server(repo: Path) -> Iterator[ThreadedServer]:
         yield running
 
 
-@pytest.fixture
-def http(server: ThreadedServer) -> Iterator[httpclient.InferenceServerClient]:
-    client = httpclient.InferenceServerClient(server.http_url)
-    yield client
-    client.close()
-
-
 def _strings(**values: str) -> list[httpclient.InferInput]:
     inputs = []
     for name, value in values.items():

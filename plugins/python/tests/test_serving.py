@@ -35,13 +35,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]
         yield running
 
 
-@pytest.fixture
-def http(server: ThreadedServer) -> Iterator[httpclient.InferenceServerClient]:
-    client = httpclient.InferenceServerClient(server.http_url)
-    yield client
-    client.close()
-
-
 def _inputs(module: Any, **arrays: np.ndarray[Any, Any]) -> list[Any]:
     inputs = []
     for name, array in arrays.items():
