@@ -51,7 +51,9 @@ def _run(perf_analyzer: tuple[Path, dict[str, str]], *args: str) -> str:
         *args,
         "--concurrency-range=2",
         "--measurement-interval=1000",
-        "--stability-percentage=100",
+        # What is tested is that perf_analyzer reads the server's statistics, not that a small shared
+        # machine is steady: any run is accepted after its minimum windows (as benchmarks/harness.py does).
+        "--stability-percentage=999",
         "--max-trials=3",
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
