@@ -221,6 +221,7 @@ def test_a_missing_label_file_fails_the_load(tmp_path_factory: pytest.TempPathFa
     finally:
         running.stop()
     assert entry["state"] == "UNAVAILABLE"
-    assert entry["reason"].startswith(
-        "model 'unlabeled': cannot read label_filename 'labels.txt' of output 'OUT_F' at "
+    assert entry["reason"] == (
+        "model 'unlabeled': cannot read label_filename 'labels.txt' of output 'OUT_F': No such file or directory; "
+        "put the file in the model folder or remove the setting"
     )

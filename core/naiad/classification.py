@@ -24,19 +24,22 @@ _INTEGERS = frozenset({"INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UI
 _FLOATS = frozenset({"FP32", "FP64"})
 
 
-def read_labels(config: ModelConfig, model_dir: Path) -> dict[str, tuple[str, ...]]:
-    """Each output's labels from its ``label_filename`` (one per line), read when the model loads."""
+def read_labels(config: ModelConfig, resolve: Callable[[str, str], Path]) -> dict[str, tuple[str, ...]]:
+    """Each output's labels from its ``label_filename`` (one per line, in the model's folder), read at load.
+
+    ``resolve(relative, setting)`` turns a config path into one confined to the model's folder.
+    """
     labels: dict[str, tuple[str, ...]] = {}
     for output in config.output:
         if not output.label_filename:
             continue
-        path = model_dir / output.label_filename
+        path = resolve(output.label_filename, "label_filename")
         try:
             labels[output.name] = tuple(path.read_text().splitlines())
         except OSError as error:
             raise invalid_arg(
                 f"model '{config.name}': cannot read label_filename '{output.label_filename}' of output "
-                f"'{output.name}' at {path}: {error.strerror}; put the file in the model folder or remove the setting"
+                f"'{output.name}': {error.strerror}; put the file in the model folder or remove the setting"
             ) from None
     return labels
 

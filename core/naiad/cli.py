@@ -10,12 +10,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from naiad import __version__
+from naiad.file_limits import raise_open_file_limit
 from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
 from naiad.http.serving import HTTP_SERVERS
+from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, MAX_GRPC_MESSAGE_SIZE, GrpcLimits, HttpLimits
 from naiad.logs import LOG_FORMATS, canonical_format, configure_logging
+from naiad.memory import return_large_blocks_to_os
 from naiad.metrics import MetricsOptions, apply_metrics_config
 from naiad.plugins import DEFAULT_MAX_BATCH_SIZE_KEY
+from naiad.restrictions import GRPC_KEY_PREFIX, parse_restrictions
 from naiad.scheduling.rate_limiter import parse_resource
 from naiad.server import Server, ServerOptions, StartupError
 
@@ -154,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL")
     serve.add_argument("--log-error", type=_bool, default=True, metavar="BOOL")
     _add_observability_arguments(serve)
+    _add_limit_arguments(serve)
     return parser
 
 
@@ -262,10 +267,158 @@ def _grpc_settings(args: argparse.Namespace) -> GrpcSettings:
 # -- end gRPC flags --------------------------------------------------------------------------------
 
 
+# -- limits and restrictions (naiad.limits, naiad.restrictions) -------------------------------------
+
+
+def _add_limit_arguments(serve: argparse.ArgumentParser) -> None:
+    """Sizes, timeouts, connection counts and restricted APIs (see docs/security.md)."""
+    http, grpc = HttpLimits(), GrpcLimits()
+    serve.add_argument(
+        "--http-max-input-size",
+        type=_positive,
+        default=http.max_input_size,
+        metavar="BYTES",
+        help="largest HTTP request body, compressed or not, and largest tensor in one (Triton's flag)",
+    )
+    serve.add_argument(
+        "--http-max-header-size",
+        type=_positive,
+        default=http.max_header_size,
+        metavar="BYTES",
+        help="largest request head (request line and headers); larger ones get 431",
+    )
+    serve.add_argument(
+        "--http-max-headers",
+        type=_positive,
+        default=http.max_headers,
+        metavar="N",
+        help="most headers in one request; more get 431",
+    )
+    serve.add_argument(
+        "--http-header-timeout",
+        type=_positive_seconds,
+        default=http.header_timeout_s,
+        metavar="SECONDS",
+        help="longest a client may take to send a request's headers",
+    )
+    serve.add_argument(
+        "--http-body-timeout",
+        type=_positive_seconds,
+        default=http.body_timeout_s,
+        metavar="SECONDS",
+        help="longest pause while a request body arrives",
+    )
+    serve.add_argument(
+        "--http-idle-timeout",
+        type=_positive_seconds,
+        default=http.idle_timeout_s,
+        metavar="SECONDS",
+        help="how long a keep-alive connection may sit between requests",
+    )
+    serve.add_argument(
+        "--http-max-connections",
+        type=_positive,
+        default=http.max_connections,
+        metavar="N",
+        help="open connections per HTTP listener (and the metrics listener); more are refused with 503",
+    )
+    serve.add_argument(
+        "--grpc-max-message-size",
+        type=_message_size,
+        default=grpc.max_message_size,
+        metavar="BYTES",
+        help=f"largest gRPC message received or sent, compressed or not (at most {MAX_GRPC_MESSAGE_SIZE})",
+    )
+    serve.add_argument(
+        "--grpc-stream-backlog",
+        type=_positive,
+        default=grpc.stream_backlog,
+        metavar="N",
+        help="ModelStreamInfer requests in progress or with unread responses before the server stops reading a stream",
+    )
+    serve.add_argument(
+        "--grpc-idle-timeout",
+        type=_positive_seconds,
+        default=grpc.idle_timeout_s,
+        metavar="SECONDS",
+        help="a gRPC connection without calls for this long is closed (clients reconnect on their next call)",
+    )
+    serve.add_argument(
+        "--grpc-handshake-timeout",
+        type=_positive_seconds,
+        default=grpc.handshake_timeout_s,
+        metavar="SECONDS",
+        help="a gRPC connection that has not finished its HTTP/2 handshake by then is closed",
+    )
+    serve.add_argument(
+        "--grpc-max-connections",
+        type=_positive,
+        default=grpc.max_connections,
+        metavar="N",
+        help="open gRPC connections; more are closed at once",
+    )
+    serve.add_argument(
+        "--http-restricted-api",
+        action="append",
+        default=[],
+        metavar="APIS:KEY=VALUE",
+        help="calls to these API groups need header KEY: VALUE (Triton's flag; repeatable)",
+    )
+    serve.add_argument(
+        "--grpc-restricted-protocol",
+        action="append",
+        default=[],
+        metavar="PROTOCOLS:KEY=VALUE",
+        help="calls to these protocol groups need metadata triton-grpc-protocol-KEY: VALUE (Triton's flag)",
+    )
+    serve.add_argument(
+        "--max-instances-per-model",
+        type=_positive,
+        default=DEFAULT_MAX_INSTANCES_PER_MODEL,
+        metavar="N",
+        help="instances one model version may ask for; a config asking for more fails to load",
+    )
+
+
+def _message_size(value: str) -> int:
+    size = _positive(value)
+    if size > MAX_GRPC_MESSAGE_SIZE:
+        raise argparse.ArgumentTypeError(f"gRPC messages can be at most {MAX_GRPC_MESSAGE_SIZE} bytes, got {size}")
+    return size
+
+
+def _positive_seconds(value: str) -> float:
+    seconds = float(value)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value}")
+    return seconds
+
+
+def _limits(args: argparse.Namespace) -> tuple[HttpLimits, GrpcLimits]:
+    http = HttpLimits(
+        max_input_size=args.http_max_input_size,
+        max_header_size=args.http_max_header_size,
+        max_headers=args.http_max_headers,
+        header_timeout_s=args.http_header_timeout,
+        body_timeout_s=args.http_body_timeout,
+        idle_timeout_s=args.http_idle_timeout,
+        max_connections=args.http_max_connections,
+    )
+    grpc = GrpcLimits(
+        max_message_size=args.grpc_max_message_size,
+        stream_backlog=args.grpc_stream_backlog,
+        idle_timeout_s=args.grpc_idle_timeout,
+        handshake_timeout_s=args.grpc_handshake_timeout,
+        max_connections=args.grpc_max_connections,
+    )
+    return http, grpc
+
+
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
     backend_config: dict[str, dict[str, str]] = {}
     for backend, key, value in args.backend_config:
         backend_config.setdefault(backend, {})[key] = value
+    http_limits, grpc_limits = _limits(args)
     return ServerOptions(
         model_repositories=tuple(path.resolve() for path in args.model_repository),
         http_address=args.http_address,
@@ -288,6 +441,11 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         rate_limit=args.rate_limit,
         rate_limit_resources=dict(args.rate_limit_resource),
         backend_config=backend_config,
+        http_limits=http_limits,
+        grpc_limits=grpc_limits,
+        http_restrictions=parse_restrictions(args.http_restricted_api, "api"),
+        grpc_restrictions=parse_restrictions(args.grpc_restricted_protocol, "protocol", GRPC_KEY_PREFIX),
+        max_instances_per_model=args.max_instances_per_model,
     )
 
 
@@ -324,6 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 repository,
             )
             return 2
+    return_large_blocks_to_os()
+    raise_open_file_limit()
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:
             runner.run(Server(options, logs=logs).run())

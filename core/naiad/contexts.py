@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from naiad.config.paths import confined_path
 from naiad.inference import InferenceRequest
 from naiad.protocol.model_config_pb2 import ModelConfig
 
@@ -54,6 +55,7 @@ class ModelLoadContext:
     backend_config: Mapping[str, str] = field(default_factory=dict)
     default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     server: ServerHandle | None = None
+    config_from_request: bool = False
 
     @property
     def version_dir(self) -> Path:
@@ -63,7 +65,23 @@ class ModelLoadContext:
     @property
     def model_file(self) -> Path:
         """The model file or folder inside the version folder (``default_model_filename``)."""
-        return self.version_dir / self.config.default_model_filename
+        return self.path(self.config.default_model_filename, "default_model_filename", in_version=True)
+
+    def path(self, relative: str, what: str, *, in_version: bool = False) -> Path:
+        """A path the config names (``what``: the setting), relative to the model's folder (or its
+        version folder), that stays inside the model's folder; else INVALID_ARG.
+
+        Use it for every file a config or its parameters point at: a config can come with a load
+        request, and then its paths are client input (see :mod:`naiad.config.paths`).
+        """
+        return confined_path(
+            self.model_dir,
+            relative,
+            what,
+            model=self.model_name,
+            from_request=self.config_from_request,
+            base=self.version_dir if in_version else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from naiad import config as model_config
+from naiad.config.paths import check_model_name, confined_path
 from naiad.dependencies import load_waves, model_dependencies
 from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable
 from naiad.loading import LoadOptions, load_version, release_version
@@ -64,11 +65,17 @@ class IndexEntry:
 
 @dataclass(slots=True)
 class _Plan:
-    """A model read from the repository, ready to load (or refused, with ``record.error`` set)."""
+    """A model read from the repository, ready to load (or refused, with ``record.error`` set).
+
+    ``from_request``: the config came with a load request, so the paths it names are client input.
+    ``unreadable``: the repository could not even say what the model is (Triton's failed poll).
+    """
 
     record: ModelRecord
     config: ModelConfig | None = None
     versions: list[int] = field(default_factory=list)
+    from_request: bool = False
+    unreadable: bool = False
 
 
 class ModelLifecycle:
@@ -131,8 +138,21 @@ class ModelLifecycle:
             else:
                 config = ModelConfig()
                 config.CopyFrom(override)
-                config.name = config.name or source.name
+            check_model_name(config.name, source.name)
+        except NaiadError as error:
+            record.error = error.message
+            logger.error("model '%s' cannot be loaded: %s", source.name, error.message, extra={"model": source.name})
+            return _Plan(record, unreadable=True)
+        try:
             model_config.detect_backend(config, source.path, self._registry.table())
+            if config.default_model_filename:
+                confined_path(
+                    source.path,
+                    config.default_model_filename,
+                    "default_model_filename",
+                    model=source.name,
+                    from_request=False,
+                )
             record.backend = config.backend
             if not config.backend and not config.platform:
                 raise NaiadError(
@@ -158,7 +178,7 @@ class ModelLifecycle:
             )
             logger.error("%s (folders found: %s)", record.error, available or "none", extra={"model": source.name})
             return _Plan(record)
-        return _Plan(record, config, chosen)
+        return _Plan(record, config, chosen, from_request=override is not None)
 
     def _load_plan(self, plan: _Plan) -> ModelRecord:
         record = plan.record
@@ -173,7 +193,15 @@ class ModelLifecycle:
                 extra={"model": record.name, "version": version},
             )
             self._notify(VersionStatus(record.name, version))
-            status = load_version(self._registry, record.source.path, plan.config, version, self.options, self.server)
+            status = load_version(
+                self._registry,
+                record.source.path,
+                plan.config,
+                version,
+                self.options,
+                self.server,
+                config_from_request=plan.from_request,
+            )
             record.versions[version] = status
             self._notify(status)
         return record
@@ -245,20 +273,29 @@ class ModelLifecycle:
     def load_model(self, name: str, config: ModelConfig | None = None) -> None:
         """(Re)load one model, optionally with ``config`` instead of its config.pbtxt.
 
-        Fresh versions (and statistics) replace the old ones. Raises with Triton's texts when the
-        model is not in any repository or a version fails to load.
+        Fresh versions (and statistics) replace the old ones once every one of them is READY; when
+        any fails, the versions already serving keep serving, as in Triton. Raises with Triton's
+        texts when the model is not in any repository or a version fails to load.
         """
         source = discover_models(self._repositories).get(name)
-        if source is None:
+        plan = self._plan(source, config) if source is not None else None
+        if plan is None or plan.unreadable:  # Triton's answer; the log says why
             raise NaiadError(f"failed to load '{name}', failed to poll from model repository", ErrorCode.INTERNAL)
-        record = self._load_plan(self._plan(source, config))
-        previous = self.store(record)
-        if previous is not None:
-            for status in previous.versions.values():
-                self._unload_version(status)
+        record = self._load_plan(plan)
+        failed = [status for _, status in sorted(record.versions.items()) if not status.ready]
+        with self._lock:
+            previous = self._records.get(name)
+        keeps_serving = previous is not None and any(status.ready for status in previous.versions.values())
+        if (record.error or failed) and keeps_serving:
+            for status in record.versions.values():
+                self._unload_version(status)  # the ones that did load
+        else:
+            self.store(record)
+            if previous is not None:
+                for status in previous.versions.values():
+                    self._unload_version(status)
         if record.error:
             raise invalid_arg(f"load failed for model '{name}': {record.error}")
-        failed = [status for _, status in sorted(record.versions.items()) if not status.ready]
         if failed:
             reasons = "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};\n" for v in failed)
             raise invalid_arg(f"load failed for model '{name}': {reasons}")

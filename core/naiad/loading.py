@@ -31,6 +31,7 @@ from naiad.classification import read_labels
 from naiad.contexts import InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import RequestedOutput
+from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL
 from naiad.logs import bind_threads, model_context, unbind_dead_threads
 from naiad.models import ModelSignature, ModelState, ServingModel, VersionStatus
 from naiad.pipeline import ResponseStage, build_pipeline
@@ -61,6 +62,7 @@ class LoadOptions:
     gpu_count: int = 0
     rate_limiter: RateLimiter | None = None
     statistics: StatisticsOptions | None = field(default_factory=StatisticsOptions)  # None: collect none
+    max_instances_per_model: int = DEFAULT_MAX_INSTANCES_PER_MODEL
 
 
 def load_version(
@@ -70,15 +72,18 @@ def load_version(
     version: int,
     options: LoadOptions,
     server: ServerHandle | None = None,
+    *,
+    config_from_request: bool = False,
 ) -> VersionStatus:
     """Load ``version`` of the model in ``model_dir``; the result is READY or UNAVAILABLE.
 
-    ``server`` is the handle backends get in their contexts (and whose loop runs async instances).
+    ``server`` is the handle backends get in their contexts (and whose loop runs async instances);
+    ``config_from_request``: the config came with a load request (its paths are client input).
     """
     name = base_config.name
     status = VersionStatus(name, version)
     started = time.monotonic()
-    loader = VersionLoader(registry, model_dir, version, options, server)
+    loader = VersionLoader(registry, model_dir, version, options, server, config_from_request=config_from_request)
     try:
         with model_context(name, version):
             serving = loader.load(base_config)
@@ -108,12 +113,15 @@ class VersionLoader:
         version: int,
         options: LoadOptions,
         server: ServerHandle | None,
+        *,
+        config_from_request: bool = False,
     ) -> None:
         self._registry = registry
         self._model_dir = model_dir
         self._version = version
         self._options = options
         self._server = server
+        self._from_request = config_from_request
         self._backend_model: BackendModel | None = None
         self._runners: list[InstanceRunner] = []
         self._scheduler: Scheduler | None = None
@@ -133,11 +141,15 @@ class VersionLoader:
             backend_config=settings.for_backend(config.backend),
             default_max_batch_size=settings.default_max_batch_size(config.backend),
             server=self._server,
+            config_from_request=self._from_request,
         )
+        if config.default_model_filename:  # where the backend will look, before it looks
+            context.path(config.default_model_filename, "default_model_filename", in_version=True)
         self._backend_model = backend_model = backend.load_model(context)
         table = self._registry.table()
         model_config.fill_defaults(config, gpu_count=options.gpu_count, backends=table)
         model_config.validate_config(config, gpu_count=options.gpu_count, backends=table)
+        _check_instance_count(config, options.max_instances_per_model)
         backend_model.configured(config)
         config_json = model_config.config_to_json(config)
         signature = ModelSignature.from_config(config)
@@ -157,7 +169,7 @@ class VersionLoader:
         stages: list[ResponseStage] = list(scheduler.stages())
         if statistics is not None:
             stages.append(statistics.stage())
-        labels = read_labels(config, self._model_dir)
+        labels = read_labels(config, context.path)
         pipeline = build_pipeline(stages, batching=config.max_batch_size > 0, labels=labels)
         self._start(scheduler, config)
         return ServingModel(
@@ -291,6 +303,20 @@ def release_parts(
             model.finalize()
         except Exception:
             logger.exception("model '%s' version %d failed to finalize", name, version)
+
+
+def _check_instance_count(config: ModelConfig, most: int) -> None:
+    """Each instance costs a thread and a copy of the model: refuse a config asking for too many."""
+    total = sum(
+        group.count * (len(group.gpus) if group.kind == ModelInstanceGroup.KIND_GPU else 1)
+        for group in config.instance_group
+    )
+    if total > most:
+        raise NaiadError(
+            f"model '{config.name}' asks for {total} instances, more than --max-instances-per-model allows "
+            f"({most}); lower the instance_group counts, or raise the limit",
+            ErrorCode.INVALID_ARG,
+        )
 
 
 def _is_async(instance: ModelInstance) -> bool:

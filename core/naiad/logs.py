@@ -26,6 +26,7 @@ import logging
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
@@ -319,6 +320,37 @@ class LogControl:
             if self._handler is not None and self.settings.verbose != old.verbose:
                 self._apply_levels()
         return self.settings.to_json()
+
+
+_TRACEBACK_INTERVAL_S = 10.0
+_traceback_lock = threading.Lock()
+_last_traceback = 0.0
+_suppressed_tracebacks = 0
+
+
+def log_unexpected(logger: logging.Logger, message: str, *args: object, error: BaseException) -> None:
+    """Log an unexpected error of one request: one line each time, its traceback at most every 10 s.
+
+    A client that keeps triggering the same bug then costs one short line per request, not a
+    traceback each; the next traceback says how many were left out.
+    """
+    global _last_traceback, _suppressed_tracebacks
+    now = time.monotonic()
+    with _traceback_lock:
+        with_traceback = now - _last_traceback >= _TRACEBACK_INTERVAL_S
+        if with_traceback:
+            _last_traceback = now
+            skipped, _suppressed_tracebacks = _suppressed_tracebacks, 0
+        else:
+            _suppressed_tracebacks += 1
+    text = message + ": %s: %s"
+    arguments = (*args, type(error).__name__, error)
+    if not with_traceback:
+        logger.error(text, *arguments)
+    elif skipped:
+        logger.error(text + " (%d tracebacks left out since the last one)", *arguments, skipped, exc_info=error)
+    else:
+        logger.error(text, *arguments, exc_info=error)
 
 
 def configure_logging(

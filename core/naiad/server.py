@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
 import threading
@@ -19,12 +20,14 @@ from naiad.grpc import GrpcFrontend, GrpcSettings
 from naiad.http import build_app
 from naiad.http.serving import HttpFrontend, bind_socket
 from naiad.lifecycle import ModelLifecycle
+from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, GrpcLimits, HttpLimits
 from naiad.loading import LoadOptions
 from naiad.logs import LogControl, Trusted
 from naiad.metrics import MetricsOptions, ModelCollector, SystemMetrics
 from naiad.metrics.custom import CustomMetrics
 from naiad.metrics.serving import MetricsFrontend
 from naiad.plugins import BackendRegistry, BackendSettings
+from naiad.restrictions import ApiGroup, Restrictions
 from naiad.scheduling.rate_limiter import RateLimiter
 from naiad.server_handle import ServerHandle
 from naiad.server_info import ServerInfo
@@ -66,6 +69,12 @@ class ServerOptions:
     rate_limit: str = "off"
     rate_limit_resources: dict[tuple[str, int], int] = field(default_factory=dict)
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    # -- limits and restrictions (docs/security.md) --
+    http_limits: HttpLimits = field(default_factory=HttpLimits)
+    grpc_limits: GrpcLimits = field(default_factory=GrpcLimits)
+    http_restrictions: Restrictions = field(default_factory=Restrictions)
+    grpc_restrictions: Restrictions = field(default_factory=Restrictions)
+    max_instances_per_model: int = DEFAULT_MAX_INSTANCES_PER_MODEL
 
 
 class Server:
@@ -87,6 +96,7 @@ class Server:
                     RateLimiter(options.rate_limit_resources) if options.rate_limit == "execution_count" else None
                 ),
                 statistics=options.metrics.statistics if options.collect_statistics else None,
+                max_instances_per_model=options.max_instances_per_model,
             ),
         )
         self.service = InferenceService(self.lifecycle)
@@ -126,24 +136,38 @@ class Server:
         frontends: list[HttpFrontend | GrpcFrontend] = []
         if self.options.allow_http:
             sock = bind_socket(self.options.http_address, self.options.http_port, "HTTP", "--http-port")
-            app = build_app(self.dataplane, self.registry.http_routes(self.handle))
-            frontends.append(HttpFrontend(app, sock, self.options.http_server))
+            options = self.options
+            app = build_app(
+                self.dataplane,
+                self.registry.http_routes(self.handle),
+                restrictions=options.http_restrictions,
+                limits=options.http_limits,
+            )
+            frontends.append(HttpFrontend(app, sock, options.http_server, options.http_limits))
         if self.options.allow_grpc:
             frontends.append(
-                GrpcFrontend(self.dataplane, self.options.grpc_address, self.options.grpc_port, self.options.grpc)
+                GrpcFrontend(
+                    self.dataplane,
+                    self.options.grpc_address,
+                    self.options.grpc_port,
+                    self.options.grpc,
+                    limits=self.options.grpc_limits,
+                    restrictions=self.options.grpc_restrictions,
+                )
             )
         metrics = self.options.metrics
         poller: asyncio.Task[None] | None = None
         if metrics.allow_metrics:
             address = metrics.address or self.options.http_address
             sock = bind_socket(address, self.options.metrics_port, "metrics", "--metrics-port")
-            frontends.append(MetricsFrontend(self.metrics_registry, sock))
+            frontends.append(MetricsFrontend(self.metrics_registry, sock, self.options.http_limits))
             poller = asyncio.create_task(self.system_metrics.run(metrics.interval_ms / 1000))
         loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop)
         self.registry.hook.naiad_server_configured(server=self._info())
+        self._warn_about_open_control_apis()
         for frontend in frontends:
             await frontend.start()
         try:
@@ -170,6 +194,30 @@ class Server:
             self.system_metrics.close()
             logger.info("naiad stopped")
 
+    def _warn_about_open_control_apis(self) -> None:
+        """Control APIs anyone can call, on an address others can reach, deserve a word at startup."""
+        options = self.options
+        listeners = []
+        if options.allow_http and not _loopback(options.http_address):
+            listeners.append(("HTTP", options.http_address, options.http_restrictions, "--http-restricted-api"))
+        if options.allow_grpc and not _loopback(options.grpc_address):
+            listeners.append(("gRPC", options.grpc_address, options.grpc_restrictions, "--grpc-restricted-protocol"))
+        control = [ApiGroup.LOGGING]  # the groups that change this server
+        if options.model_control_mode == "explicit":
+            control.append(ApiGroup.MODEL_REPOSITORY)
+        for protocol, address, restrictions, flag in listeners:
+            groups = [group.value for group in control if restrictions.get(group) is None]
+            if groups:
+                logger.warning(
+                    "%s listens on %s and anyone who reaches it may call %s; restrict them with %s=%s:<header>=<value>"
+                    " or listen on 127.0.0.1",
+                    protocol,
+                    address,
+                    ", ".join(groups),
+                    flag,
+                    ",".join(groups),
+                )
+
     def _info(self) -> ServerInfo:
         return ServerInfo(
             name="naiad",
@@ -180,3 +228,10 @@ class Server:
             metrics_port=self.options.metrics_port if self.options.metrics.allow_metrics else None,
             backend_config=self.options.backend_config,
         )
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"

@@ -21,8 +21,13 @@ def request_prefix(request_id: str) -> str:
     return f"[request id: {request_id or '<id_unknown>'}] "
 
 
+_LISTED_NAMES = 32  # an error lists at most this many names (thousands would not fit a gRPC trailer)
+
+
 def _format_names(names: Sequence[str]) -> str:
-    return "[" + ",".join(f"'{name}'" for name in names) + "]"
+    shown = ",".join(f"'{name[:256]}'" for name in names[:_LISTED_NAMES])
+    more = f",... ({len(names) - _LISTED_NAMES} more)" if len(names) > _LISTED_NAMES else ""
+    return f"[{shown}{more}]"
 
 
 def _format_shape(shape: Sequence[int]) -> str:

@@ -13,6 +13,12 @@ from naiad.errors import NaiadError, invalid_arg
 from naiad.tensor import Tensor
 from naiad.validation import request_prefix
 
+INT64_MAX = 2**63 - 1
+MAX_DIMS = 64
+"""numpy's limit on an array's dimensions."""
+_SURELY_FITS = 2**32
+"""Element counts up to this fit any datatype's byte size in int64."""
+
 
 def from_bytes(
     chunk: memoryview | bytes | bytearray,
@@ -23,7 +29,7 @@ def from_bytes(
     request_id: str,
 ) -> npt.NDArray[Any]:
     """A tensor from its raw little-endian bytes (a view, not a copy, for fixed-size types)."""
-    count = math.prod(shape)
+    count = element_count(name, shape, datatype)
     if datatype.wire == "BYTES":
         try:
             items = datatypes.deserialize_bytes(chunk, count)
@@ -49,3 +55,43 @@ def tensor_bytes(tensor: Tensor) -> bytes:
     if tensor.datatype == "BYTES":
         return datatypes.serialize_bytes(data)
     return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<")).tobytes()
+
+
+def element_count(name: str, shape: list[int], datatype: datatypes.DataType) -> int:
+    """The shape's element count, once sure numpy can build an array of that shape (INVALID_ARG if not).
+
+    Triton's texts where Triton checks the same (dimensions of 2^63 and more, a count or a byte size
+    past int64); numpy also refuses more than 64 dimensions, and dimensions whose product overflows
+    even when another dimension is 0.
+    """
+    if len(shape) <= MAX_DIMS:
+        count = math.prod(shape)
+        if 0 < count <= _SURELY_FITS:  # the usual case: no dimension is 0 or large
+            return count
+    text = "[" + ",".join(str(dim) for dim in shape) + "]"
+    if len(shape) > MAX_DIMS:
+        raise invalid_arg(
+            f"invalid shape for input '{name}': {len(shape)} dimensions, more than the {MAX_DIMS} supported"
+        )
+    if any(dim > INT64_MAX for dim in shape):
+        raise invalid_arg(f"invalid shape for input '{name}': shape {text} contains one or more invalid dimensions")
+    product = math.prod(dim for dim in shape if dim)
+    count = product if all(shape) else 0
+    if count > INT64_MAX:
+        raise invalid_arg(
+            f"invalid shape for input '{name}': shape {text} causes total element count to exceed maximum size "
+            f"of {INT64_MAX}"
+        )
+    fixed = datatype.wire != "BYTES"
+    if fixed and count * datatype.byte_size > INT64_MAX:
+        raise invalid_arg(
+            f"byte size overflow for input '{name}': element count ({count}) * data type size "
+            f"({datatype.byte_size}) exceeds maximum allowed size ({INT64_MAX})"
+        )
+    most = INT64_MAX // (datatype.byte_size if fixed else 8)  # numpy holds BYTES as 8-byte references
+    if product > most:
+        raise invalid_arg(
+            f"invalid shape for input '{name}': shape {text} is too large; its non-zero dimensions multiply "
+            f"to more than the {most} elements an array of {datatype.wire} can have"
+        )
+    return count

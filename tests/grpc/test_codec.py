@@ -7,7 +7,7 @@ import pytest
 
 from naiad.backend import InferenceResponse, Tensor
 from naiad.errors import ErrorCode, NaiadError
-from naiad.grpc import codec
+from naiad.grpc import codec, messages
 from naiad.protocol import grpc_service_pb2 as pb
 
 
@@ -46,7 +46,9 @@ def test_response_parameters_and_raw_outputs() -> None:
         ],
         parameters={"flag": True, "n": 3, "ratio": 0.25, "text": "hi"},
     )
-    message = codec.encode_response(response, model_name="m", model_version="2", request_id="r")
+    encoded = codec.encode_response(response, model_name="m", model_version="2", request_id="r")
+    message = pb.ModelInferResponse.FromString(encoded.join())
+    assert encoded.size == message.ByteSize()
     assert (message.model_name, message.model_version, message.id) == ("m", "2", "r")
     assert [(o.name, o.datatype, list(o.shape)) for o in message.outputs] == [
         ("A", "INT16", [1, 2]),
@@ -64,15 +66,41 @@ def test_response_parameters_and_raw_outputs() -> None:
 def test_typed_int8_is_truncated_to_the_low_byte() -> None:
     request = pb.ModelInferRequest(model_name="m")
     request.inputs.add(name="X", datatype="INT8", shape=[3]).contents.int_contents.extend([1, -1, 257])
-    decoded = codec.decode_request(request, "m")
+    decoded = codec.decode_request(request, [], "m")
     assert decoded.inputs[0].data.tolist() == [1, -1, 1]
     assert decoded.inputs[0].data.flags.writeable
 
 
-def test_oversized_response_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codec, "MAX_MESSAGE_BYTES", 64)
-    response = InferenceResponse(outputs=[Tensor("A", "UINT8", np.zeros(100, dtype=np.uint8))])
+def test_raw_inputs_are_views_until_decoded_into_writable_copies() -> None:
+    request = pb.ModelInferRequest(model_name="m", id="r")
+    request.inputs.add(name="X", datatype="INT16", shape=[2])
+    request.inputs.add(name="Y", datatype="UINT8", shape=[3])
+    request.raw_input_contents.extend([b"\x01\x00\xff\xff", b"abc"])
+    data = request.SerializeToString()
+    received = messages.parse_request(data)
+    assert not received.message.raw_input_contents
+    assert (received.message.id, [tensor.name for tensor in received.message.inputs]) == ("r", ["X", "Y"])
+    assert [bytes(chunk) for chunk in received.raw] == [b"\x01\x00\xff\xff", b"abc"]
+    assert all(chunk.obj is data for chunk in received.raw)  # views, not copies
+    decoded = codec.decode_request(received.message, received.raw, "m")
+    assert [tensor.data.tolist() for tensor in decoded.inputs] == [[1, -1], [97, 98, 99]]
+    assert all(tensor.data.flags.writeable for tensor in decoded.inputs)
+
+
+@pytest.mark.parametrize("data", [b"\x0a\x05ab", b"\x3a\xff\xff\xff\xff\x0f", b"\x0b", b"\x80" * 11])
+def test_malformed_requests_are_invalid_arg(data: bytes) -> None:
     with pytest.raises(NaiadError) as caught:
-        codec.encode_response(response, model_name="m", model_version="1", request_id="")
+        messages.parse_request(data)
     assert caught.value.code is ErrorCode.INVALID_ARG
-    assert "more than gRPC's limit of 64 bytes" in caught.value.message
+    assert caught.value.message.startswith("the ModelInferRequest message is malformed: ")
+
+
+def test_oversized_response_is_refused() -> None:
+    response = InferenceResponse(outputs=[Tensor("A", "UINT8", np.zeros(100, dtype=np.uint8))])
+    encoded = codec.encode_response(response, model_name="m", model_version="1", request_id="")
+    with pytest.raises(NaiadError) as caught:
+        codec.check_size(encoded.size, 64)
+    assert caught.value.code is ErrorCode.INVALID_ARG
+    assert f"the response is {encoded.size} bytes, more than the gRPC message limit of 64 bytes" in (
+        caught.value.message
+    )

@@ -47,8 +47,6 @@ def test_flags_have_tritons_names_and_defaults() -> None:
     )
     assert (options.allow_grpc, options.grpc_address, options.grpc_port) == (False, "127.0.0.1", 9000)
     assert dict(options.grpc.channel_options()) == {
-        "grpc.max_send_message_length": 2**31 - 1,
-        "grpc.max_receive_message_length": 2**31 - 1,
         "grpc.keepalive_time_ms": 1000,
         "grpc.keepalive_timeout_ms": 500,
         "grpc.keepalive_permit_without_calls": 1,

@@ -1,32 +1,33 @@
 """``ModelInferRequest`` / ``ModelInferResponse`` to and from naiad's tensors and responses.
 
 Inputs arrive as typed ``contents`` or as ``raw_input_contents`` (one entry per input, in
-order); typed contents are re-encoded as raw bytes so both go through
-:func:`naiad.wire.from_bytes` and get the same checks and messages. Outputs always go back
-in ``raw_output_contents``, one entry per output, as Triton does. Request validation
-(shapes, datatypes, the ``triton_*`` rule, scheduling parameters) belongs to the data plane.
+order; views of the received message, see :mod:`naiad.grpc.messages`); typed contents are
+re-encoded as raw bytes so both go through :func:`naiad.wire.from_bytes` and get the same checks
+and messages. Each input is copied once, into a writable buffer. Outputs always go back in
+``raw_output_contents``, one entry per output, as Triton does, serialized straight from the
+tensors. Request validation (shapes, datatypes, the ``triton_*`` rule, scheduling parameters)
+belongs to the data plane.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import Message
 
 from naiad import datatypes
 from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.grpc import messages
+from naiad.grpc.messages import Buffer, Encoded
+from naiad.grpc.status import cut_details
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.protocol import grpc_service_pb2 as pb
 from naiad.tensor import Tensor
 from naiad.validation import request_prefix
-from naiad.wire import from_bytes, tensor_bytes
-
-MAX_MESSAGE_BYTES = 2**31 - 1
-"""gRPC's largest message, Triton's send and receive limit."""
+from naiad.wire import from_bytes
 
 EMPTY_FINAL_KEY = "triton_enable_empty_final_response"
 FINAL_KEY = "triton_final_response"
@@ -159,10 +160,10 @@ def request_parameters(parameters: Mapping[str, pb.InferParameter]) -> tuple[dic
 # -- requests ---------------------------------------------------------------------------------
 
 
-def decode_request(request: pb.ModelInferRequest, model_name: str) -> DecodedRequest:
-    """Decode a ModelInferRequest for ``model_name`` into tensors and parameters."""
+def decode_request(request: pb.ModelInferRequest, raw: Sequence[Buffer], model_name: str) -> DecodedRequest:
+    """Decode a ModelInferRequest for ``model_name`` into tensors and parameters; ``raw`` holds its
+    ``raw_input_contents`` (see :func:`naiad.grpc.messages.parse_request`)."""
     parameters, enable_empty_final = request_parameters(request.parameters)
-    raw = request.raw_input_contents
     inputs: list[Tensor] = []
     seen: set[str] = set()
     for index, tensor in enumerate(request.inputs):
@@ -190,7 +191,7 @@ def decode_request(request: pb.ModelInferRequest, model_name: str) -> DecodedReq
     return DecodedRequest(request.id, inputs, _requested_outputs(request), parameters, enable_empty_final)
 
 
-def _tensor(tensor: pb.ModelInferRequest.InferInputTensor, chunk: bytes, model_name: str, request_id: str) -> Tensor:
+def _tensor(tensor: pb.ModelInferRequest.InferInputTensor, chunk: Buffer, model_name: str, request_id: str) -> Tensor:
     shape = list(tensor.shape)
     if any(dim < 0 for dim in shape):
         raise invalid_arg(
@@ -202,12 +203,9 @@ def _tensor(tensor: pb.ModelInferRequest.InferInputTensor, chunk: bytes, model_n
         # Triton names an unknown datatype '<invalid>'; the data plane's datatype check
         # always refuses this placeholder (no config datatype has that name).
         return Tensor(tensor.name, "<invalid>", np.empty(0, dtype=np.uint8))
-    # A copy into a bytearray keeps the tensor writable, as on HTTP.
-    return Tensor(
-        tensor.name,
-        datatype.wire,
-        from_bytes(bytearray(chunk), datatype, shape, tensor.name, model_name, request_id),
-    )
+    # Checked on a view of the message, then copied once: tensors are writable, as on HTTP.
+    data = from_bytes(chunk, datatype, shape, tensor.name, model_name, request_id)
+    return Tensor(tensor.name, datatype.wire, data if data.flags.writeable else data.copy())
 
 
 def _typed_bytes(tensor: pb.ModelInferRequest.InferInputTensor, model_name: str) -> bytes:
@@ -250,34 +248,46 @@ def _requested_outputs(request: pb.ModelInferRequest) -> list[RequestedOutput]:
 
 
 def encode_response(
-    response: InferenceResponse, *, model_name: str, model_version: str, request_id: str
-) -> pb.ModelInferResponse:
-    """A ModelInferResponse with every output's bytes in ``raw_output_contents``."""
-    message = pb.ModelInferResponse(model_name=model_name, model_version=model_version, id=request_id)
+    response: InferenceResponse, *, model_name: str, model_version: str, request_id: str, final: bool | None = None
+) -> Encoded:
+    """A ModelInferResponse with every output's bytes in ``raw_output_contents`` and, unless
+    ``final`` is None, the ``triton_final_response`` flag."""
+    head = pb.ModelInferResponse(model_name=model_name, model_version=model_version, id=request_id)
     for key, value in response.parameters.items():
-        set_parameter(message.parameters[key], value)
+        set_parameter(head.parameters[key], value)
     for tensor in response.outputs:
-        message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-        message.raw_output_contents.append(tensor_bytes(tensor))
-    check_size(message)
-    return message
+        head.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+    return bare_response(head, final, [_output_bytes(tensor) for tensor in response.outputs])
 
 
-def check_size(message: Message) -> None:
-    """Refuse a message gRPC cannot carry (INVALID_ARG, as Triton answers)."""
-    size = message.ByteSize()
-    if size > MAX_MESSAGE_BYTES:
+def bare_response(head: pb.ModelInferResponse, final: bool | None, raw: Sequence[Buffer] = ()) -> Encoded:
+    """``head`` serialized (with ``raw`` as its raw outputs) and its final flag, unless None
+    (requests that never ran get none)."""
+    if final is not None:
+        head.parameters[FINAL_KEY].bool_param = final
+    return messages.infer_response(head, raw)
+
+
+def check_size(size: int, limit: int) -> None:
+    """Refuse a response larger than the gRPC message limit (INVALID_ARG, as Triton answers)."""
+    if size > limit:
         raise invalid_arg(
-            f"the response is {size} bytes, more than gRPC's limit of {MAX_MESSAGE_BYTES} bytes; "
-            "ask for fewer outputs or a smaller batch"
+            f"the response is {size} bytes, more than the gRPC message limit of {limit} bytes "
+            "(--grpc-max-message-size); ask for fewer outputs or a smaller batch"
         )
 
 
-def stream_response(
-    message: pb.ModelInferResponse, *, final: bool | None = None, error: NaiadError | None = None
-) -> pb.ModelStreamInferResponse:
-    """A ModelStreamInfer response: ``message``, its ``triton_final_response`` flag (unless
-    None: requests that never ran get none) and the error, if it is one."""
-    if final is not None:
-        message.parameters[FINAL_KEY].bool_param = final
-    return pb.ModelStreamInferResponse(error_message="" if error is None else error.message, infer_response=message)
+def stream_response(response: Encoded, error: NaiadError | None = None) -> Encoded:
+    """A ModelStreamInfer response: ``response`` and the error, if it is one (its text cut to
+    what a trailer-sized field should carry)."""
+    return messages.stream_response(response, "" if error is None else cut_details(error.message))
+
+
+def _output_bytes(tensor: Tensor) -> Buffer:
+    """The wire bytes of an output: a view of its data when that is already little-endian and
+    contiguous, else a copy; BYTES length-prefixed."""
+    data = tensor.numpy()
+    if tensor.datatype == "BYTES":
+        return datatypes.serialize_bytes(data)
+    contiguous = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+    return contiguous.reshape(-1).view(np.uint8).data

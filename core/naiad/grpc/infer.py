@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from naiad.dataplane import DataPlane
 from naiad.grpc import codec
+from naiad.grpc.messages import Encoded, InferRequestMessage
 from naiad.models import ServingModel
 from naiad.protocol import grpc_service_pb2 as pb
 
@@ -16,7 +17,7 @@ DECOUPLED_ON_UNARY = "ModelInfer RPC doesn't support models with decoupled trans
 class GrpcRequest:
     """A decoded request and the model version that serves it; nothing is queued yet."""
 
-    message: pb.ModelInferRequest
+    message: pb.ModelInferRequest  # without its raw contents, which are decoded
     model: ServingModel
     decoded: codec.DecodedRequest
 
@@ -32,29 +33,33 @@ class GrpcRequest:
         )
 
 
-def decode(dataplane: DataPlane, message: pb.ModelInferRequest, *, unary: bool) -> GrpcRequest:
-    """Resolve the model and decode the request; nothing is validated or queued yet.
+def decode(dataplane: DataPlane, received: InferRequestMessage, *, unary: bool) -> GrpcRequest:
+    """Resolve the model and decode the request (its inputs copied out of the received message);
+    nothing is validated or queued yet.
 
     A unary ModelInfer refuses decoupled models before looking at the inputs, as Triton does.
     """
+    message = received.message
     model = dataplane.service.resolve(
         message.model_name,
         codec.parse_version(message.model_version),
         refuse_decoupled=DECOUPLED_ON_UNARY if unary else None,
     )
-    return GrpcRequest(message, model, codec.decode_request(message, model.name))
+    return GrpcRequest(message, model, codec.decode_request(message, received.raw, model.name))
 
 
-async def model_infer(dataplane: DataPlane, message: pb.ModelInferRequest) -> pb.ModelInferResponse:
+async def model_infer(dataplane: DataPlane, request: GrpcRequest, max_message_size: int) -> Encoded:
     """Run a unary ModelInfer; cancelling the awaiting task cancels the request."""
-    request = decode(dataplane, message, unary=True)
     decoded = request.decoded
     response = await dataplane.infer(
         request.model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
     )
-    return codec.encode_response(
+    decoded.inputs.clear()  # done with: their memory can go before the outputs are serialized
+    encoded = codec.encode_response(
         response,
         model_name=request.model.name,
         model_version=str(request.model.version),
-        request_id=message.id,
+        request_id=request.message.id,
     )
+    codec.check_size(encoded.size, max_message_size)
+    return encoded

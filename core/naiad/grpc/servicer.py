@@ -3,13 +3,20 @@
 Handlers are registered for every method of the service descriptor: the ones naiad
 implements here, and for the others an UNIMPLEMENTED status that names the RPC.
 A :class:`~naiad.errors.NaiadError` becomes the gRPC status of its code (see
-:mod:`naiad.grpc.status`) with the error's message as details.
+:mod:`naiad.grpc.status`) with the error's message as details; a call to a restricted group
+(``--grpc-restricted-protocol``) without the agreed metadata ends with UNAVAILABLE first.
+
+Errors end a call by setting its status and returning, never by raising (``context.abort``): an
+exception raised there would keep the request, its tensors and the call in a reference cycle until
+the next garbage collection. ModelInfer and ModelStreamInfer take their messages as bytes (see
+:mod:`naiad.grpc.messages`), and ModelInfer reads its one message itself (it is registered as
+stream-unary, which is the same on the wire), so that nothing but its tensors outlives decoding.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc  # type: ignore[import-untyped,unused-ignore]
@@ -17,25 +24,32 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.message import Message
 
 from naiad.dataplane import DataPlane
-from naiad.errors import NaiadError, unsupported
-from naiad.grpc import codec
-from naiad.grpc.infer import model_infer
-from naiad.grpc.status import grpc_status
+from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.grpc import codec, infer, messages, restricted
+from naiad.grpc.arenas import trim_after_call
+from naiad.grpc.status import fail, grpc_status
 from naiad.grpc.stream import StreamSession
+from naiad.limits import GrpcLimits
+from naiad.logs import log_unexpected
+from naiad.memory import trim_soon
 from naiad.protocol import grpc_service_pb2 as pb
+from naiad.restrictions import Restriction, Restrictions
 
 logger = logging.getLogger(__name__)
 
 SERVICE = "inference.GRPCInferenceService"
 
 Unary = Callable[[Any], Awaitable[Message]]
+Handler = Callable[[Any, Any], Awaitable[Message | bytes]]
 
 
 class InferenceServicer:
     """Health, metadata, config and inference RPCs for one data plane."""
 
-    def __init__(self, dataplane: DataPlane) -> None:
+    def __init__(self, dataplane: DataPlane, limits: GrpcLimits, restrictions: Restrictions) -> None:
         self._dataplane = dataplane
+        self._limits = limits
+        self._restrictions = restrictions
 
     # -- unary RPCs ----------------------------------------------------------------------------
 
@@ -67,8 +81,17 @@ class InferenceServicer:
         model = self._dataplane.lifecycle.lookup(request.name, codec.parse_version(request.version))
         return pb.ModelConfigResponse(config=model.config)
 
-    async def model_infer(self, request: pb.ModelInferRequest) -> pb.ModelInferResponse:
-        return await model_infer(self._dataplane, request)
+    async def model_infer(self, requests: Any, context: Any) -> bytes:
+        """Read the call's one message, decode it (its raw bytes are dropped here) and run it."""
+        data = await context.read()
+        if not isinstance(data, bytes):
+            raise invalid_arg("ModelInfer needs one ModelInferRequest message; the call carried none")
+        trim_after_call(context, len(data))
+        request = infer.decode(self._dataplane, messages.parse_request(data), unary=True)
+        del data
+        encoded = await infer.model_infer(self._dataplane, request, self._limits.max_message_size)
+        trim_after_call(context, encoded.size)
+        return encoded.join()
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest) -> pb.ModelStatisticsResponse:
         body = self._dataplane.model_statistics(request.name, codec.parse_version(request.version))
@@ -111,8 +134,15 @@ class InferenceServicer:
 
     # -- streaming -----------------------------------------------------------------------------
 
-    async def model_stream_infer(self, requests: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
-        await StreamSession(self._dataplane).run(requests, context.write)
+    async def model_stream_infer(self, requests: Any, context: Any) -> None:
+        if restricted.refused(self._restrictions.get(restricted.GROUPS["ModelStreamInfer"]), context):
+            return
+        session = StreamSession(self._dataplane, self._limits, on_message=trim_soon)
+        try:
+            await session.run(context.read, context.write)
+        except Exception as exc:  # a bug, or the call failed under us: end it, never crash the server
+            log_unexpected(logger, "unexpected error in ModelStreamInfer", error=exc)
+            fail(context, grpc.StatusCode.INTERNAL, f"internal server error: {type(exc).__name__}: {exc}")
 
     # -- registration --------------------------------------------------------------------------
 
@@ -125,7 +155,6 @@ class InferenceServicer:
             "ServerMetadata": self.server_metadata,
             "ModelMetadata": self.model_metadata,
             "ModelConfig": self.model_config,
-            "ModelInfer": self.model_infer,
             "ModelStatistics": self.model_statistics,
             "LogSettings": self.log_settings,
             "RepositoryIndex": self.repository_index,
@@ -134,34 +163,48 @@ class InferenceServicer:
         }
         handlers: dict[str, Any] = {}
         for method in pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods:
-            request_type = message_factory.GetMessageClass(method.input_type)
-            response_type = message_factory.GetMessageClass(method.output_type)
-            serializers = {
-                "request_deserializer": request_type.FromString,
-                "response_serializer": response_type.SerializeToString,
-            }
+            restriction = self._restrictions.get(restricted.GROUPS[method.name])
             if method.name == "ModelStreamInfer":
-                handlers[method.name] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer, **serializers)
+                handlers[method.name] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
+            elif method.name == "ModelInfer":
+                handle = _answer(method.name, self.model_infer, restriction, self._limits.max_message_size)
+                handlers[method.name] = grpc.stream_unary_rpc_method_handler(handle)
             else:
                 implementation = unary.get(method.name) or _unimplemented(method.name)
                 handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                    _with_status(method.name, implementation), **serializers
+                    _answer(method.name, _ignoring_context(implementation), restriction, self._limits.max_message_size),
+                    request_deserializer=message_factory.GetMessageClass(method.input_type).FromString,
+                    response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString,
                 )
         return handlers
 
 
-def _with_status(name: str, implementation: Unary) -> Callable[[Any, Any], Awaitable[Message]]:
-    """A handler that answers errors with a gRPC status instead of a response."""
+def _answer(
+    name: str, implementation: Handler, restriction: Restriction | None, max_message_size: int
+) -> Callable[[Any, Any], Awaitable[Message | bytes | None]]:
+    """A handler that checks the restriction and answers errors with a gRPC status."""
 
-    async def handle(request: Any, context: Any) -> Message:
+    async def handle(request: Any, context: Any) -> Message | bytes | None:
+        if restricted.refused(restriction, context):
+            return None
         try:
-            return await implementation(request)
+            response = await implementation(request, context)
+            if isinstance(response, Message):
+                codec.check_size(response.ByteSize(), max_message_size)
+            return response
         except NaiadError as error:
-            await context.abort(grpc_status(error.code), error.message)
+            fail(context, grpc_status(error.code), error.message)
         except Exception as exc:
-            logger.exception("unexpected error in %s", name)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {type(exc).__name__}: {exc}")
-        raise AssertionError("context.abort returned")  # pragma: no cover
+            log_unexpected(logger, "unexpected error in %s", name, error=exc)
+            fail(context, grpc.StatusCode.INTERNAL, f"internal server error: {type(exc).__name__}: {exc}")
+        return None
+
+    return handle
+
+
+def _ignoring_context(implementation: Unary) -> Handler:
+    async def handle(request: Any, context: Any) -> Message:
+        return await implementation(request)
 
     return handle
 

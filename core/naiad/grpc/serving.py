@@ -1,7 +1,17 @@
-"""The gRPC server: a ``grpc.aio`` server on the naiad event loop, with Triton's options."""
+"""The gRPC server: a ``grpc.aio`` server on the naiad event loop, with Triton's options and
+naiad's limits (:class:`~naiad.limits.GrpcLimits`).
+
+What grpc core enforces for the limits: a message over ``--grpc-max-message-size`` (sent, received,
+or received compressed and larger once decompressed) is refused with RESOURCE_EXHAUSTED before it
+is buffered; ``--grpc-idle-timeout`` closes connections without calls (``grpc.max_connection_idle_ms``,
+with a GOAWAY: clients reconnect on their next call); ``--grpc-handshake-timeout`` closes connections
+that have not sent the HTTP/2 preface and settings in time (``grpc.server_handshake_timeout_ms``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 from dataclasses import dataclass
 
@@ -9,10 +19,15 @@ import grpc  # type: ignore[import-untyped,unused-ignore]
 
 from naiad.dataplane import DataPlane
 from naiad.grpc import health, servicer
-from naiad.grpc.codec import MAX_MESSAGE_BYTES
+from naiad.grpc.connection_cap import watch_connection_cap
+from naiad.limits import GrpcLimits
+from naiad.restrictions import Restrictions
 
 COMPRESSION_LEVELS = {"none": 0, "low": 1, "medium": 2, "high": 3}
 """``--grpc-infer-response-compression-level`` values and gRPC's compression levels."""
+
+MAX_MESSAGE_BYTES = 2**31 - 1
+"""gRPC's largest message (its channel arguments are 32-bit), Triton's send and receive limit."""
 
 _SHUTDOWN_GRACE_S = 5.0
 
@@ -40,8 +55,6 @@ class GrpcSettings:
                 f"choose one of {', '.join(COMPRESSION_LEVELS)}"
             )
         options = [
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.keepalive_time_ms", self.keepalive_time_ms),
             ("grpc.keepalive_timeout_ms", self.keepalive_timeout_ms),
             ("grpc.keepalive_permit_without_calls", int(self.keepalive_permit_without_calls)),
@@ -63,15 +76,44 @@ class GrpcSettings:
         return options
 
 
+def limit_options(limits: GrpcLimits) -> list[tuple[str, int]]:
+    """The gRPC core channel arguments that enforce ``limits`` (see the module's text)."""
+    size = min(limits.max_message_size, MAX_MESSAGE_BYTES)
+    return [
+        ("grpc.max_send_message_length", size),
+        ("grpc.max_receive_message_length", size),
+        ("grpc.max_connection_idle_ms", _milliseconds(limits.idle_timeout_s)),
+        ("grpc.server_handshake_timeout_ms", _milliseconds(limits.handshake_timeout_s)),
+        ("grpc.max_allowed_incoming_connections", limits.max_connections),
+    ]
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, min(round(seconds * 1000), 2**31 - 1))
+
+
 class GrpcFrontend:
     """The gRPC listener; create it inside the running event loop (it binds at once)."""
 
-    def __init__(self, dataplane: DataPlane, host: str, port: int, settings: GrpcSettings) -> None:
+    def __init__(
+        self,
+        dataplane: DataPlane,
+        host: str,
+        port: int,
+        settings: GrpcSettings,
+        *,
+        limits: GrpcLimits | None = None,
+        restrictions: Restrictions | None = None,
+    ) -> None:
         self._host = host
-        self._server = grpc.aio.server(options=settings.channel_options())
+        limits = limits or GrpcLimits()
+        self._max_connections = limits.max_connections
+        self._cap_watch: asyncio.Task[None] | None = None
+        restrictions = restrictions or Restrictions()
+        self._server = grpc.aio.server(options=settings.channel_options() + limit_options(limits))
         for name, handlers in (
-            (servicer.SERVICE, servicer.InferenceServicer(dataplane).handlers()),
-            (health.SERVICE, health.health_handlers(dataplane)),
+            (servicer.SERVICE, servicer.InferenceServicer(dataplane, limits, restrictions).handlers()),
+            (health.SERVICE, health.health_handlers(dataplane, restrictions)),
         ):
             self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
             self._server.add_registered_method_handlers(name, handlers)
@@ -90,7 +132,14 @@ class GrpcFrontend:
 
     async def start(self) -> None:
         await self._server.start()
+        self._cap_watch = asyncio.create_task(
+            watch_connection_cap(f"{self._host}:{self.port}", self.port, self._max_connections)
+        )
 
     async def stop(self) -> None:
         """Stop accepting calls; calls still open after a short grace period are cancelled."""
+        if self._cap_watch is not None:
+            self._cap_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._cap_watch
         await self._server.stop(_SHUTDOWN_GRACE_S)

@@ -5,7 +5,13 @@ writer sends the responses. Models that are not decoupled answer exactly once an
 Triton, those answers (and the errors of requests that could not start) go out in request
 order; decoupled models' responses go out as produced.
 Errors never end the stream: they travel in ``error_message``. When the call ends early
-(client cancelled, deadline) every task is cancelled, which cancels its request.
+(client cancelled, deadline, connection closed) every task is cancelled, which cancels its request.
+
+Flow control (``--grpc-stream-backlog``, :attr:`~naiad.limits.GrpcLimits.stream_backlog`):
+responses wait serialized in an outbox of at most ``stream_backlog`` entries (a request whose
+response finds it full waits), and the next request is read only while fewer than
+``stream_backlog`` requests are in progress or responses unwritten. A client that stops reading
+thus stops the server reading its requests, and what the call holds stays bounded.
 """
 
 from __future__ import annotations
@@ -13,20 +19,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Coroutine
+from collections import deque
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
 
 from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import ErrorCode, NaiadError
-from naiad.grpc import codec
+from naiad.grpc import codec, messages
 from naiad.grpc.infer import GrpcRequest, decode
+from naiad.grpc.messages import Encoded
 from naiad.inference import ResponseEvent
+from naiad.limits import GrpcLimits
+from naiad.logs import log_unexpected
 from naiad.protocol import grpc_service_pb2 as pb
 
 logger = logging.getLogger(__name__)
 
-Write = Callable[[pb.ModelStreamInferResponse], Awaitable[None]]
+Read = Callable[[], Awaitable[object]]
+"""The call's next message as bytes, or anything else (``grpc.aio.EOF``) once the client is done."""
+Write = Callable[[bytes], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -37,40 +49,102 @@ class _Turn:
     done: asyncio.Future[None]  # resolved once this request has
 
 
-class StreamSession:
-    """One ModelStreamInfer call."""
+class _Outbox:
+    """Serialized responses on their way to the client, first in first out; at most ``limit``
+    wait, and ``pending`` counts them and the one being written."""
 
-    def __init__(self, dataplane: DataPlane) -> None:
+    def __init__(self, limit: int) -> None:
+        self._items: deque[bytes] = deque()
+        self._limit = limit
+        self._readable = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._closed = False
+        self.pending = 0
+
+    async def put(self, item: bytes) -> None:
+        while len(self._items) >= self._limit:
+            self._writable.clear()
+            await self._writable.wait()
+        self._items.append(item)
+        self.pending += 1
+        self._readable.set()
+
+    async def get(self) -> bytes | None:
+        """The next response, or None once closed and empty."""
+        while not self._items:
+            if self._closed:
+                return None
+            self._readable.clear()
+            await self._readable.wait()
+        self._writable.set()
+        return self._items.popleft()
+
+    def written(self) -> None:
+        self.pending -= 1
+
+    def close(self) -> None:
+        self._closed = True
+        self._readable.set()
+
+
+class StreamSession:
+    """One ModelStreamInfer call; ``on_message`` hears the size of every message read."""
+
+    def __init__(self, dataplane: DataPlane, limits: GrpcLimits, on_message: Callable[[int], None]) -> None:
         self._dataplane = dataplane
-        self._outbox: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        self._backlog = limits.stream_backlog
+        self._max_message_size = limits.max_message_size
+        self._on_message = on_message
+        self._outbox = _Outbox(limits.stream_backlog)
         self._tasks: set[asyncio.Task[None]] = set()
-        # Resolved once the latest in-order request has written its response.
+        self._progress = asyncio.Event()  # set when a task ends or a response has been written
+        # Resolved once the latest in-order request has queued its response.
         self._last_turn: asyncio.Future[None] | None = None
 
-    async def run(self, requests: AsyncIterable[pb.ModelInferRequest], write: Write) -> None:
+    async def run(self, read: Read, write: Write) -> None:
         """Serve the stream until the client stops sending and every request is answered."""
-        reader = asyncio.create_task(self._read(requests))
+        reader = asyncio.create_task(self._read(read))
         try:
-            while (response := await self._outbox.get()) is not None:
+            while True:
+                response = await self._outbox.get()
+                if response is None:
+                    break
                 await write(response)
+                del response  # not kept while waiting for the next one
+                self._outbox.written()
+                self._progress.set()
             await reader
         finally:
             for task in (reader, *self._tasks):
                 task.cancel()
             await asyncio.gather(reader, *self._tasks, return_exceptions=True)
 
-    async def _read(self, requests: AsyncIterable[pb.ModelInferRequest]) -> None:
+    async def _read(self, read: Read) -> None:
         try:
-            async for message in requests:
-                self._start(message)
+            while True:
+                while len(self._tasks) + self._outbox.pending >= self._backlog:
+                    self._progress.clear()
+                    await self._progress.wait()
+                data = await read()
+                if not isinstance(data, bytes):
+                    break
+                self._on_message(len(data))
+                self._start(data)
+                del data
             while self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:
-            self._outbox.put_nowait(None)
+            self._outbox.close()
 
-    def _start(self, message: pb.ModelInferRequest) -> None:
+    def _start(self, data: bytes) -> None:
+        """Decode a request (its inputs copied out of ``data``) and submit it, or answer its error."""
+        message = pb.ModelInferRequest()
         try:
-            request = decode(self._dataplane, message, unary=False)
+            received = messages.parse_request(data)
+            message = received.message
+            request = decode(self._dataplane, received, unary=False)
+            del received  # its views of ``data``
             decoded = request.decoded
             stream = self._dataplane.open_stream(
                 request.model,
@@ -82,11 +156,12 @@ class StreamSession:
         except NaiadError as error:
             self._refuse(message, error)
         except Exception as exc:  # a bug: answer INTERNAL and keep the stream open
-            logger.exception(
+            log_unexpected(
+                logger,
                 "starting a ModelStreamInfer request for model '%s' version '%s' failed",
                 message.model_name,
                 message.model_version,
-                extra={"model": message.model_name},
+                error=exc,
             )
             self._refuse(message, _internal(exc))
         else:
@@ -94,8 +169,8 @@ class StreamSession:
 
     def _refuse(self, message: pb.ModelInferRequest, error: NaiadError) -> None:
         """Answer a request that could not start: its id and the error, in request order."""
-        response = codec.stream_response(pb.ModelInferResponse(id=message.id), error=error)
-        self._spawn(self._send_in_turn(response, self._take_turn()))
+        response = codec.stream_response(codec.bare_response(pb.ModelInferResponse(id=message.id), None), error)
+        self._spawn(self._send_in_turn(response.join(), self._take_turn()))
 
     def _take_turn(self) -> _Turn:
         turn = _Turn(self._last_turn, asyncio.get_running_loop().create_future())
@@ -105,19 +180,19 @@ class StreamSession:
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coroutine)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
 
-    async def _send(
-        self,
-        response: pb.ModelStreamInferResponse,
-        turn: _Turn | None,
-    ) -> None:
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._progress.set()
+
+    async def _send(self, response: bytes, turn: _Turn | None) -> None:
         """Queue a response; an in-order one waits until the previous in-order one is queued."""
         if turn is not None and turn.previous is not None:
             await turn.previous
-        self._outbox.put_nowait(response)
+        await self._outbox.put(response)
 
-    async def _send_in_turn(self, response: pb.ModelStreamInferResponse, turn: _Turn) -> None:
+    async def _send_in_turn(self, response: bytes, turn: _Turn) -> None:
         try:
             await self._send(response, turn)
         finally:
@@ -130,43 +205,60 @@ class StreamSession:
                 events = cast(AsyncGenerator[ResponseEvent, None], stream.events())
                 async with contextlib.aclosing(events):
                     async for event in events:
-                        response = _stream_response(request, event)
+                        response = self._encode(request, event)
                         if response is not None:
                             await self._send(response, turn)
             except NaiadError as error:
-                await self._send(codec.stream_response(request.bare_response(), final=True, error=error), turn)
+                await self._send(_error_response(request, error), turn)
             except Exception as exc:
-                logger.exception(
+                log_unexpected(
+                    logger,
                     "ModelStreamInfer request for model '%s' version %d failed",
                     request.model.name,
                     request.model.version,
-                    extra={"model": request.model.name, "version": request.model.version},
+                    error=exc,
                 )
-                await self._send(codec.stream_response(request.bare_response(), final=True, error=_internal(exc)), turn)
+                await self._send(_error_response(request, _internal(exc)), turn)
         finally:
             stream.close()  # the task may be cancelled before it iterated at all
             if turn is not None and not turn.done.done():
                 turn.done.set_result(None)
 
+    def _encode(self, request: GrpcRequest, event: ResponseEvent) -> bytes | None:
+        """The stream message for one event, serialized; an error instead if it is too large."""
+        encoded = _stream_response(request, event)
+        if encoded is None:
+            return None
+        try:
+            codec.check_size(encoded.size, self._max_message_size)
+        except NaiadError as error:
+            encoded = codec.stream_response(codec.bare_response(request.bare_response(), event.final), error)
+        return encoded.join()
 
-def _stream_response(request: GrpcRequest, event: ResponseEvent) -> pb.ModelStreamInferResponse | None:
+
+def _stream_response(request: GrpcRequest, event: ResponseEvent) -> Encoded | None:
     """The stream message for one event of a request, or None for a final flag nobody asked to see."""
     if event.response is None:
         if not request.decoupled:
             error = NaiadError(f"model '{request.model.name}' sent a final flag without a response", ErrorCode.INTERNAL)
-            return codec.stream_response(request.bare_response(), final=True, error=error)
+            return codec.stream_response(codec.bare_response(request.bare_response(), True), error)
         if not request.decoded.enable_empty_final:
             return None
-        return codec.stream_response(request.bare_response(), final=True)
+        return codec.stream_response(codec.bare_response(request.bare_response(), True))
     if event.response.error is not None:
-        return codec.stream_response(request.bare_response(), final=event.final, error=event.response.error)
+        return codec.stream_response(codec.bare_response(request.bare_response(), event.final), event.response.error)
     message = codec.encode_response(
         event.response,
         model_name=request.model.name,
         model_version=str(request.model.version),
         request_id=request.message.id,
+        final=event.final,
     )
-    return codec.stream_response(message, final=event.final)
+    return codec.stream_response(message)
+
+
+def _error_response(request: GrpcRequest, error: NaiadError) -> bytes:
+    return codec.stream_response(codec.bare_response(request.bare_response(), True), error).join()
 
 
 def _internal(exc: Exception) -> NaiadError:

@@ -7,18 +7,22 @@ from collections.abc import Sequence
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from naiad.dataplane import DataPlane, ServerState
 from naiad.errors import NaiadError, invalid_arg
+from naiad.http.body import BodyError
 from naiad.http.disconnect import until_disconnected
 from naiad.http.generate import GenerateRequest, decode_generate, generate_events, generate_once, open_generate
-from naiad.http.infer import InferRouter
 from naiad.http.observability import observability_routes
 from naiad.http.repository import repository_routes
+from naiad.http.router import HttpRouter
 from naiad.http.status import http_status
+from naiad.limits import HttpLimits
+from naiad.logs import log_unexpected
+from naiad.restrictions import Restrictions
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +46,19 @@ def _version(request: Request) -> str:
     return "" if version is None else str(version)
 
 
-def build_app(dataplane: DataPlane, extra_routes: Sequence[BaseRoute] = ()) -> InferRouter:
+def build_app(
+    dataplane: DataPlane,
+    extra_routes: Sequence[BaseRoute] = (),
+    *,
+    restrictions: Restrictions | None = None,
+    limits: HttpLimits | None = None,
+) -> HttpRouter:
     """The ASGI application serving every implemented endpoint of protocol-http.
 
     Inference goes straight to :mod:`naiad.http.infer`; every other endpoint is a starlette route,
-    as are ``extra_routes`` (the plugins', e.g. an OpenAI-compatible ``/v1/...``).
+    as are ``extra_routes`` (the plugins', e.g. an OpenAI-compatible ``/v1/...``, which belong to no
+    restricted API group). :class:`~naiad.http.router.HttpRouter` applies ``restrictions`` and
+    ``limits`` to all of them.
     """
 
     async def live(request: Request) -> Response:
@@ -120,15 +132,21 @@ def build_app(dataplane: DataPlane, extra_routes: Sequence[BaseRoute] = ()) -> I
         assert isinstance(exc, HTTPException)
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
 
+    async def body_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, BodyError)
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+
     async def unexpected_error(request: Request, exc: Exception) -> Response:
-        logger.exception("unexpected error serving %s %s", request.method, request.url.path)
+        if isinstance(exc, ClientDisconnect):  # nobody is left to answer
+            return Response(b"", status_code=400)
+        log_unexpected(logger, "unexpected error serving %s %s", request.method, request.url.path, error=exc)
         return JSONResponse({"error": f"internal server error: {type(exc).__name__}: {exc}"}, status_code=500)
 
     fallback = Starlette(
         routes=routes,
-        exception_handlers={HTTPException: http_error, Exception: unexpected_error},
+        exception_handlers={HTTPException: http_error, BodyError: body_error, Exception: unexpected_error},
     )
-    return InferRouter(dataplane, fallback)
+    return HttpRouter(dataplane, fallback, limits or HttpLimits(), restrictions or Restrictions())
 
 
 async def _decode_generate(dataplane: DataPlane, request: Request) -> GenerateRequest:

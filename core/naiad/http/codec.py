@@ -17,11 +17,12 @@ import numpy.typing as npt
 
 from naiad import datatypes
 from naiad.errors import ErrorCode, NaiadError, invalid_arg
+from naiad.http import nesting
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.models import ModelSignature
 from naiad.tensor import Tensor
-from naiad.validation import request_prefix
-from naiad.wire import from_bytes, tensor_bytes
+from naiad.validation import request_prefix, validate_inputs
+from naiad.wire import INT64_MAX, element_count, from_bytes, tensor_bytes
 
 
 def parse_error(message: str) -> NaiadError:
@@ -31,7 +32,7 @@ def parse_error(message: str) -> NaiadError:
 
 @dataclass(slots=True)
 class DecodedRequest:
-    """An infer request body, decoded but not yet validated against the model."""
+    """An infer request body, decoded; its inputs were checked against the model's (the service checks again)."""
 
     id: str
     inputs: list[Tensor]
@@ -40,16 +41,41 @@ class DecodedRequest:
     binary_default: bool = False
 
 
+@dataclass(slots=True)
+class _Declared:
+    """One input as the JSON declares it, before its data is decoded.
+
+    It stands in for the array in a :class:`Tensor` (which reads ``data.shape``) so a request's
+    inputs are checked against the model before any data is decoded.
+    """
+
+    shape: tuple[int, ...]
+    count: int
+    datatype: datatypes.DataType
+    binary: bool
+    data: Any = None  # the JSON 'data' value
+    size: int = 0  # binary_data_size
+
+
 def decode_request(
-    body: bytes, header_length: int | None, model_name: str, signature: ModelSignature
+    body: bytes | bytearray,
+    header_length: int | None,
+    model_name: str,
+    signature: ModelSignature,
+    max_input_size: int = INT64_MAX,
 ) -> DecodedRequest:
-    """Decode an infer request body for ``model_name``."""
+    """Decode an infer request body for ``model_name``.
+
+    Every input's shape and size is checked, and the inputs are validated against the model, before
+    any tensor data is decoded; binary inputs become views of ``body`` (copied first unless it is a
+    ``bytearray``, so that tensors stay writable, as Triton's python backend hands them out).
+    """
     if header_length == 0:
         return _decode_raw(body, model_name, signature)
     json_end = len(body) if header_length is None else header_length
     if header_length is not None and not 0 < header_length <= len(body):
         raise invalid_arg(f"inference header size should be in range (0, {len(body)}), got: {header_length}")
-    document = _load_json(body[:json_end])
+    document = _load_json(body if json_end == len(body) else bytes(memoryview(body)[:json_end]))
     if not isinstance(document, dict):
         raise parse_error("failed to parse the request JSON buffer: the document is not a JSON object")
     request_id = document.get("id", "")
@@ -64,27 +90,34 @@ def decode_request(
         raise parse_error("Unable to parse 'inputs': attempt to access non-existing object member 'inputs'")
     if not isinstance(raw_inputs, list):
         raise parse_error("Unable to parse 'inputs': attempt to access JSON non-array as array")
-    # One copy into a bytearray keeps tensors writable, as Triton's python backend hands them out;
-    # every binary input is then a view into it.
-    binary = memoryview(bytearray(memoryview(body)[json_end:]))
+    binary_length = len(body) - json_end
+    declared: list[Tensor] = []
+    names: set[str] = set()
     offset = 0
-    inputs: list[Tensor] = []
-    seen: set[str] = set()
     for raw in raw_inputs:
-        tensor, used = _decode_input(raw, binary, offset, model_name, request_id)
-        offset += used
-        if tensor.name in seen:
+        tensor = _declare_input(raw, binary_length - offset, model_name, request_id, max_input_size)
+        offset += tensor.data.size
+        if tensor.name in names:
             raise invalid_arg(f"{request_prefix(request_id)}input '{tensor.name}' already exists in request")
-        seen.add(tensor.name)
-        inputs.append(tensor)
-    if offset != len(binary):
+        names.add(tensor.name)
+        declared.append(tensor)
+    if offset != binary_length:
         raise invalid_arg(f"unexpected additional input data for model '{model_name}'")
+    validate_inputs(model_name, signature, declared, request_id)
+    binary = memoryview(body)[json_end:]
+    if binary and not isinstance(body, bytearray):
+        binary = memoryview(bytearray(binary))
+    inputs: list[Tensor] = []
+    offset = 0
+    for tensor in declared:
+        inputs.append(_decode_data(tensor, binary, offset, model_name, request_id, max_input_size))
+        offset += tensor.data.size
     return DecodedRequest(request_id, inputs, _outputs(document.get("outputs")), parameters, binary_default)
 
 
-def _load_json(data: bytes | memoryview) -> Any:
+def _load_json(data: bytes | bytearray) -> Any:
     try:
-        return json.loads(bytes(data))
+        return nesting.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
         raise parse_error(f"failed to parse the request JSON buffer: {error}") from None
 
@@ -124,7 +157,8 @@ def _outputs(raw: Any) -> list[RequestedOutput]:
     return outputs
 
 
-def _decode_input(raw: Any, binary: memoryview, offset: int, model_name: str, request_id: str) -> tuple[Tensor, int]:
+def _declare_input(raw: Any, binary_left: int, model_name: str, request_id: str, max_input_size: int) -> Tensor:
+    """An input's name, datatype and shape, checked, with its data still undecoded."""
     if not isinstance(raw, dict):
         raise parse_error("Unable to parse 'inputs': attempt to access JSON non-object as object")
     name = raw.get("name")
@@ -157,35 +191,63 @@ def _decode_input(raw: Any, binary: memoryview, offset: int, model_name: str, re
         )
     if sources[0] == "'shared_memory_region'":
         raise NaiadError("shared memory inputs are not supported by this server yet", ErrorCode.UNSUPPORTED)
+    count = element_count(name, shape, datatype)
     if "data" in raw:
-        return Tensor(name, datatype.wire, _from_json(raw["data"], datatype, shape, name)), 0
+        byte_size = count * datatype.byte_size
+        if datatype.wire != "BYTES" and byte_size > max_input_size:
+            raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
+        return Tensor(name, datatype.wire, _Declared(tuple(shape), count, datatype, False, raw["data"]))
     size = parameters["binary_data_size"]
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise parse_error("Unable to parse 'binary_data_size': expected an unsigned integer")
-    if offset + size > len(binary):
+    if size > binary_left:
         raise invalid_arg(
-            f"unexpected size for input '{name}', expecting {offset + size - len(binary)} additional bytes "
+            f"unexpected size for input '{name}', expecting {size - binary_left} additional bytes "
             f"for model '{model_name}'"
         )
-    chunk = binary[offset : offset + size]
-    return Tensor(name, datatype.wire, from_bytes(chunk, datatype, shape, name, model_name, request_id)), size
+    return Tensor(name, datatype.wire, _Declared(tuple(shape), count, datatype, True, size=size))
 
 
-def _from_json(data: Any, datatype: datatypes.DataType, shape: list[int], name: str) -> npt.NDArray[Any]:
+def _json_too_large(name: str, byte_size: int, limit: int) -> str:
+    return (
+        f"JSON input '{name}' has a byte_size ({byte_size} bytes) that exceeds the maximum allowed value of "
+        f"{limit} bytes. Use --http-max-input-size to increase the limit."
+    )
+
+
+def _decode_data(
+    tensor: Tensor, binary: memoryview, offset: int, model_name: str, request_id: str, max_input_size: int
+) -> Tensor:
+    declared: _Declared = tensor.data
+    shape = list(declared.shape)
+    if not declared.binary:
+        array = _from_json(declared.data, declared.datatype, shape, declared.count, tensor.name, max_input_size)
+    else:
+        chunk = binary[offset : offset + declared.size]
+        array = from_bytes(chunk, declared.datatype, shape, tensor.name, model_name, request_id)
+    return Tensor(tensor.name, tensor.datatype, array)
+
+
+def _from_json(
+    data: Any, datatype: datatypes.DataType, shape: list[int], count: int, name: str, max_input_size: int
+) -> npt.NDArray[Any]:
     if datatype.wire in ("FP16", "BF16"):
         raise invalid_arg(
             f"receiving {datatype.wire} data via JSON is not supported. Please use the binary data format "
             f"for input {name}"
         )
     flat = _flatten(data)
-    count = math.prod(shape)
     if len(flat) != count:
         raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
     if datatype.wire == "BYTES":
         if not all(isinstance(item, str) for item in flat):
             raise parse_error("Unable to parse 'data': attempt to access JSON non-string as string")
+        encoded = [item.encode("utf-8") for item in flat]
+        byte_size = sum(map(len, encoded)) + 4 * count
+        if byte_size > max_input_size:
+            raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
         array = np.empty(count, dtype=np.object_)
-        array[:] = [item.encode("utf-8") for item in flat]
+        array[:] = encoded
         return array.reshape(shape)
     kind = datatype.numpy.kind
     for item in flat:
@@ -198,6 +260,7 @@ def _from_json(data: Any, datatype: datatypes.DataType, shape: list[int], name: 
 
 
 def _flatten(data: Any) -> list[Any]:
+    """The leaves of nested JSON arrays, in order; nesting deeper than Triton allows is refused."""
     if not isinstance(data, list):
         return [data]
     if not any(isinstance(item, list) for item in data):
@@ -206,6 +269,8 @@ def _flatten(data: Any) -> list[Any]:
     stack = [iter(data)]
     while stack:
         for item in stack[-1]:
+            if len(stack) >= nesting.MAX_NESTING_DEPTH:
+                raise nesting.too_deep()
             if isinstance(item, list):
                 stack.append(iter(item))
                 break
@@ -233,7 +298,7 @@ def _json_kind(item: Any) -> str:
     return "non-number"
 
 
-def _decode_raw(body: bytes, model_name: str, signature: ModelSignature) -> DecodedRequest:
+def _decode_raw(body: bytes | bytearray, model_name: str, signature: ModelSignature) -> DecodedRequest:
     if len(signature.inputs) != 1:
         raise invalid_arg(
             f"{request_prefix('')}Raw request must only have 1 input (found 1) to be deduced but got "
@@ -256,7 +321,9 @@ def _decode_raw(body: bytes, model_name: str, signature: ModelSignature) -> Deco
         shape = dims
     if signature.max_batch_size > 0:
         shape = [1, *shape]
-    data = from_bytes(bytearray(body), spec.datatype, shape, spec.name, model_name, "")
+    data = from_bytes(
+        body if isinstance(body, bytearray) else bytearray(body), spec.datatype, shape, spec.name, model_name, ""
+    )
     return DecodedRequest("", [Tensor(spec.name, spec.datatype.wire, data)], [], {}, True)
 
 
@@ -269,8 +336,9 @@ def encode_response(
     model_name: str,
     model_version: int,
     request: DecodedRequest,
-) -> tuple[bytes, int | None]:
-    """The response body and, when it carries binary outputs, the JSON header length."""
+) -> tuple[list[bytes], int | None]:
+    """The response body, as the JSON and each binary output in turn (never joined: a large output is not
+    copied once more), and, when it carries binary outputs, the JSON header length."""
     wanted = {output.name: output for output in request.outputs}
     document: dict[str, Any] = {}
     if request.id:
@@ -299,9 +367,7 @@ def encode_response(
         outputs.append(entry)
     document["outputs"] = outputs
     header = json.dumps(document, separators=(",", ":")).encode()
-    if not chunks:
-        return header, None
-    return b"".join([header, *chunks]), len(header)
+    return [header, *chunks], len(header) if chunks else None
 
 
 def _to_json(tensor: Tensor) -> list[Any]:

@@ -17,6 +17,7 @@ import numpy as np
 from naiad import datatypes
 from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import NaiadError, invalid_arg
+from naiad.http import nesting
 from naiad.http.codec import parse_error
 from naiad.inference import InferenceResponse, ParameterValue
 from naiad.models import InputSpec, ServingModel
@@ -41,7 +42,7 @@ class GenerateRequest:
 def decode_generate(model: ServingModel, body: bytes) -> GenerateRequest:
     """Map a generate body onto the model's inputs and request parameters."""
     try:
-        document = json.loads(body)
+        document = nesting.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise parse_error(f"failed to parse the request JSON buffer: {error}") from None
     if not isinstance(document, dict):

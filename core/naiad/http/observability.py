@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from naiad.dataplane import DataPlane
 from naiad.errors import NaiadError, invalid_arg
+from naiad.http import nesting
 from naiad.http.status import http_status
 
 
@@ -49,7 +48,7 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
 
 def _json_object(body: bytes) -> dict[str, object]:
     try:
-        parsed = json.loads(body)
+        parsed = nesting.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise invalid_arg(f"failed to parse the request JSON buffer: {error}") from None
     if not isinstance(parsed, dict):

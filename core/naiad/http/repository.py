@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
@@ -11,6 +10,7 @@ from starlette.routing import Route
 
 from naiad.dataplane import DataPlane
 from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.http import nesting
 from naiad.http.status import http_status
 
 
@@ -24,7 +24,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
     if not body.strip():
         return {}
     try:
-        document = json.loads(body)
+        document = nesting.loads(body)
     except ValueError as error:
         raise NaiadError(f"failed to parse the request JSON buffer: {error}") from None
     if not isinstance(document, dict):

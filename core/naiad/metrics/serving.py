@@ -8,8 +8,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from naiad.http.infer import ASGIApp, Receive, Scope, Send
+from naiad.http.asgi import ASGIApp, Receive, Scope, Send
 from naiad.http.serving import HttpFrontend
+from naiad.limits import HttpLimits
 from naiad.metrics.exposition import CONTENT_TYPE, render
 
 _PATHS = ("/metrics", "/metrics/")
@@ -45,10 +46,10 @@ async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], bod
 
 
 class MetricsFrontend(HttpFrontend):
-    """The metrics listener (uvicorn on its own socket)."""
+    """The metrics listener (uvicorn on its own socket, with the HTTP listener's connection limits)."""
 
-    def __init__(self, registry: CollectorRegistry, sock: socket.socket) -> None:
-        super().__init__(metrics_app(registry), sock, "uvicorn")
+    def __init__(self, registry: CollectorRegistry, sock: socket.socket, limits: HttpLimits | None = None) -> None:
+        super().__init__(metrics_app(registry), sock, "uvicorn", limits)
         self._metrics_sock = sock
 
     def describe(self) -> str:

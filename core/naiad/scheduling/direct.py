@@ -42,5 +42,6 @@ class DirectScheduler(Scheduler):
         while (request := self._queue.get()) is not None:
             if request.is_cancelled():
                 answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))
-                continue
-            runner.execute((request,))
+            else:
+                runner.execute((request,))
+            del request  # a finished request's tensors must not wait here for the next one

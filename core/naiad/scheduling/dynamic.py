@@ -122,6 +122,7 @@ class DynamicScheduler(Scheduler):
                 batch.reason.value,
             )
             runner.execute(batch.requests)
+            del batch  # a finished batch's tensors must not wait here for the next one
 
     def _next_batch(self) -> Batch | None:
         with self._work_ready:

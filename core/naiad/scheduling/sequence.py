@@ -160,9 +160,9 @@ class SequenceScheduler(Scheduler):
             runner.execute(requests)
             with self._condition:
                 if isinstance(batcher, OldestSlots):
-                    for request in requests:
-                        batcher.complete(request)
+                    batcher.complete_all(requests)
                 self._condition.notify_all()
+            del batch, requests  # a finished batch's tensors must not wait here for the next one
 
     def _next_batch(self, batcher: DirectSlots | OldestSlots) -> SlotBatch | Batch | None:
         while True:

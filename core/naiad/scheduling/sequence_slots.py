@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,6 +232,11 @@ class OldestSlots(_SlotQueues):
         slot = self._slot_of.pop(id(request), None)
         if slot is not None:
             self._advance(slot)
+
+    def complete_all(self, requests: Sequence[InferenceRequest]) -> None:
+        """:meth:`complete` for every request of an executed batch."""
+        for request in requests:
+            self.complete(request)
 
     def _advance(self, slot: int) -> None:
         """Triton's ``CompleteAndNext``: issue the slot's next request, handing over the slot at END."""

@@ -48,9 +48,17 @@ def load_model(context: ModelLoadContext) -> OpenVinoModel:
     options = parse_parameters(config)
     core = ov.Core()
     if options.cpu_extension_path:
-        add_extension(core, config.name, options.cpu_extension_path)
+        add_extension(core, config.name, _extension_library(context, options.cpu_extension_path))
     path = context.model_file
     ov_model = read_model(core, config.name, path)
     if context.auto_complete:
         auto_complete(config, ov_model, context.default_max_batch_size, str(path))
     return OpenVinoModel(config.name, path, core, ov_model, options)
+
+
+def _extension_library(context: ModelLoadContext, library: str) -> str:
+    """CPU_EXTENSION_PATH as given in the repository's config (Triton's examples use absolute paths);
+    from a load request's config, only a library inside the model's folder: loading it runs its code."""
+    if not context.config_from_request:
+        return library
+    return str(context.path(library, "parameter CPU_EXTENSION_PATH"))

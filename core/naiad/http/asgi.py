@@ -1,0 +1,41 @@
+"""ASGI type aliases shared by the HTTP frontend's bare endpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+CLOSE = (b"connection", b"close")
+
+
+_PIECE = 1 << 20  # a large body goes out in pieces of this size, each sent once the last has drained
+
+
+async def respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes | list[bytes]) -> None:
+    """A whole response, its Content-Length added; ``body`` may come in parts (they are sent, not joined)."""
+    parts = [body] if isinstance(body, bytes) else body
+    length = sum(map(len, parts))
+    headers = [*headers, (b"content-length", str(length).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    if length <= _PIECE:
+        await send({"type": "http.response.body", "body": b"".join(parts) if len(parts) > 1 else parts[0]})
+        return
+    for part in parts[:-1]:
+        await _send_part(send, part, more=True)
+    await _send_part(send, parts[-1], more=False)
+
+
+async def _send_part(send: Send, part: bytes, *, more: bool) -> None:
+    view = memoryview(part)
+    for start in range(0, len(view), _PIECE):
+        last = not more and start + _PIECE >= len(view)
+        await send({"type": "http.response.body", "body": view[start : start + _PIECE], "more_body": not last})
+    if not more and not view:
+        await send({"type": "http.response.body", "body": b""})
