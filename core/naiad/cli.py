@@ -14,6 +14,7 @@ from naiad.file_limits import raise_open_file_limit
 from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
 from naiad.http.serving import HTTP_SERVERS
+from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT
 from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, MAX_GRPC_MESSAGE_SIZE, GrpcLimits, HttpLimits
 from naiad.logs import LOG_FORMATS, canonical_format, configure_logging
 from naiad.memory import return_large_blocks_to_os
@@ -134,9 +135,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--model-control-mode",
-        choices=("none", "explicit"),
+        choices=("none", "poll", "explicit"),
         default="none",
-        help="none: load every model at startup; explicit: load only --load-model ones, then use the load/unload API",
+        help="none: load every model at startup; poll: also follow repository changes; explicit: load only "
+        "--load-model ones, then use the load/unload API",
+    )
+    serve.add_argument(
+        "--repository-poll-secs",
+        type=_non_negative_seconds,
+        default=15.0,
+        metavar="SECONDS",
+        help="with --model-control-mode=poll, seconds between polls of the repositories (0: no polling)",
+    )
+    serve.add_argument(
+        "--model-load-thread-count",
+        type=_positive,
+        default=DEFAULT_LOAD_THREADS,
+        metavar="N",
+        help="models that load at the same time (at startup, on a poll)",
+    )
+    serve.add_argument(
+        "--model-unload-timeout-secs",
+        type=_non_negative_seconds,
+        default=DEFAULT_UNLOAD_TIMEOUT,
+        metavar="SECONDS",
+        help="how long an unload or reload waits for the old version's requests before it returns (they still finish)",
     )
     serve.add_argument(
         "--load-model",
@@ -387,6 +410,13 @@ def _message_size(value: str) -> int:
     return size
 
 
+def _non_negative_seconds(value: str) -> float:
+    seconds = float(value)
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {value}")
+    return seconds
+
+
 def _positive_seconds(value: str) -> float:
     seconds = float(value)
     if not seconds > 0:
@@ -438,6 +468,9 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         exit_timeout_secs=args.exit_timeout_secs,
         model_control_mode=args.model_control_mode,
         load_models=tuple(args.load_model),
+        repository_poll_secs=args.repository_poll_secs,
+        model_load_thread_count=args.model_load_thread_count,
+        model_unload_timeout_secs=args.model_unload_timeout_secs,
         rate_limit=args.rate_limit,
         rate_limit_resources=dict(args.rate_limit_resource),
         backend_config=backend_config,

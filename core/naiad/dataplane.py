@@ -119,6 +119,8 @@ class DataPlane:
             model = self.lifecycle.lookup(name, version)
         except NaiadError:
             return False
+        if not model.scheduler.ready():
+            return False
         for runner in model.instances:
             if not await instance_ready(runner.instance):
                 return False
@@ -155,16 +157,18 @@ class DataPlane:
             entries.append(item)
         return entries
 
-    async def load_model(self, name: str, config_json: str | None = None) -> None:
-        """Load or reload a model (explicit model-control mode only)."""
+    async def load_model(
+        self, name: str, config_json: str | None = None, files: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Load or reload a model (explicit model-control mode only), ``files`` being ``file:`` overrides."""
         self._require_explicit_control()
         override = model_config.config_from_json(config_json) if config_json else None
-        await asyncio.to_thread(self.lifecycle.load_model, name, override)
+        await asyncio.to_thread(self.lifecycle.load_model, name, override, files)
 
-    async def unload_model(self, name: str) -> None:
+    async def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version of a model (explicit model-control mode only)."""
         self._require_explicit_control()
-        await asyncio.to_thread(self.lifecycle.unload_model, name)
+        await asyncio.to_thread(self.lifecycle.unload_model, name, unload_dependents=unload_dependents)
 
     def _require_explicit_control(self) -> None:
         if not self.explicit_model_control:

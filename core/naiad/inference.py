@@ -171,6 +171,8 @@ class InferenceRequest:
     ``requested_outputs`` maps each output the backend must produce to how it was asked for;
     iterating it gives the names. A client that asked for no outputs gets every output of the
     config. ``batch_size`` is the request's leading dimension for batching models, else 1.
+    ``lineage`` names the models whose requests caused this one, outermost first (empty for a
+    client's request; ``("a", "b")`` for a request model ``b`` sent while serving one from ``a``).
     A backend reports when its computation started and ended with :meth:`report_compute`; the
     time before is counted as compute input, the time after as compute output.
     """
@@ -190,6 +192,7 @@ class InferenceRequest:
     arrival_ns: int = field(default_factory=time.monotonic_ns)
     compute_start_ns: int = 0
     compute_end_ns: int = 0
+    lineage: tuple[str, ...] = ()
 
     @property
     def cancellation(self) -> CancellationToken:

@@ -4,6 +4,7 @@ Two views of the same models: the *records* (every version's state and reason, f
 the load/unload API, guarded by a lock) and the *serving table* (the READY versions only, an
 immutable mapping replaced whole on every change), which the request path reads without a lock.
 Models load in dependency order: a model that names others (an ensemble's steps) loads after them.
+A reload is a swap: the fresh versions load beside the serving ones and replace them in one step.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from naiad.dependencies import load_waves, model_dependencies
 from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable
 from naiad.loading import LoadOptions, load_version, release_version
 from naiad.models import ModelState, ServingModel, VersionStatus
+from naiad.overrides import remove_model_folder, write_model_folder
 from naiad.plugins import BackendRegistry
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.repository import ModelSource, discover_models
@@ -31,18 +33,25 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_LOADER_THREADS = 4
+DEFAULT_LOAD_THREADS = 4  # Triton's --model-load-thread-count
+DEFAULT_UNLOAD_TIMEOUT = 30.0  # --model-unload-timeout-secs
 
 
 @dataclass(eq=False)
 class ModelRecord:
-    """A model of the repository: its versions, or the reason none could be attempted."""
+    """A model of the repository: its versions, or the reason none could be attempted.
+
+    ``needs``: the models it depends on (an ensemble's steps); ``override_dir``: the temporary folder
+    a load with ``file:`` parameters made, removed when the record is unloaded or replaced.
+    """
 
     name: str
     source: ModelSource
     versions: dict[int, VersionStatus] = field(default_factory=dict)
     error: str = ""
     backend: str = ""
+    needs: frozenset[str] = frozenset()
+    override_dir: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +86,19 @@ class _Plan:
     from_request: bool = False
     unreadable: bool = False
 
+    @property
+    def needs(self) -> frozenset[str]:
+        return self.record.needs
+
 
 class ModelLifecycle:
-    """Loads every model of the repositories and answers which version serves a request."""
+    """Loads, reloads and unloads the models of the repositories and answers which version serves a request.
+
+    One model changes at a time (a lock per model); different models load in parallel, up to
+    ``load_threads`` at once. A reload swaps the fresh versions in only once they are READY, and
+    the versions they replace finish the requests they accepted (``unload_timeout`` seconds at
+    most before the unload call returns and they finish in the background).
+    """
 
     def __init__(
         self,
@@ -87,43 +106,77 @@ class ModelLifecycle:
         repositories: Sequence[Path],
         options: LoadOptions,
         server: ServerHandle | None = None,
+        *,
+        load_threads: int = DEFAULT_LOAD_THREADS,
+        unload_timeout: float = DEFAULT_UNLOAD_TIMEOUT,
     ) -> None:
         self._registry = registry
         self._repositories = list(repositories)
         self.options = options
         self.server = server  # handed to backends in every context
+        self._load_threads = load_threads
+        self._unload_timeout = unload_timeout
         self._records: dict[str, ModelRecord] = {}
         self._serving: Mapping[str, ServingVersions] = {}
         self._lock = threading.Lock()
+        self._model_locks: dict[str, threading.Lock] = {}
+        # model -> the models unloaded along with it (they needed it); they load again when it does
+        self._taken_along: dict[str, set[str]] = {}
 
     # -- loading -------------------------------------------------------------------------------
 
-    def load_all(self, only: Collection[str] | None = None) -> None:
-        """Load the models found in the repositories (those named in ``only``, ``*`` = all).
+    def discover(self) -> dict[str, ModelSource]:
+        """Every model folder of the repositories, by name."""
+        return discover_models(self._repositories)
 
-        Dependencies load first; failures stay local to their model.
-        """
-        sources = discover_models(self._repositories)
+    def load_all(self, only: Collection[str] | None = None) -> None:
+        """Load the models found in the repositories (those named in ``only`` and what they need; ``*`` = all)."""
+        sources = self.discover()
         if only is not None and "*" not in only:
-            sources = {name: source for name, source in sources.items() if name in only}
+            sources = {name: sources[name] for name in self._with_needs(only, sources)}
+        self.load_models(sources)
+
+    def load_models(
+        self, sources: Mapping[str, ModelSource], reuse: Mapping[str, Collection[int]] | None = None
+    ) -> None:
+        """(Re)load ``sources`` in dependency order, independent ones in parallel.
+
+        ``reuse`` names, per model, versions whose files did not change: a READY one keeps serving
+        as it is when its model's config did not change either. Failures stay local to their model;
+        a model that fails keeps the versions it was serving.
+        """
+        reuse = reuse or {}
         plans = {name: self._plan(source) for name, source in sources.items()}
-        dependencies = {
-            name: model_dependencies(plan.config) if plan.config is not None else set() for name, plan in plans.items()
-        }
+        dependencies = {name: plan.needs for name, plan in plans.items()}
         waves, cycles = load_waves(dependencies)
         for name, cycle in cycles.items():
             plan = plans[name]
-            plan.record.error = (
-                f"model '{name}' is part of a dependency cycle ({' -> '.join(cycle)}); a model cannot "
-                "depend on itself, directly or through other models"
+            plan.record.error = (  # Triton's words; the path is start -> ... -> last hop -> start
+                f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[0]}"
             )
             plan.config = None
             logger.error("%s", plan.record.error, extra={"model": name})
-            self.store(plan.record)
-        with ThreadPoolExecutor(_LOADER_THREADS, thread_name_prefix="naiad-loader") as pool:
+            self._install(plan)
+        with ThreadPoolExecutor(self._load_threads, thread_name_prefix="naiad-loader") as pool:
             for wave in waves:
-                for record in pool.map(self._load_plan, [plans[name] for name in wave]):
-                    self.store(record)
+                batch = [plans[name] for name in wave]
+                list(pool.map(self._install, batch, [reuse.get(name, ()) for name in wave]))
+
+    def _with_needs(self, names: Collection[str], sources: Mapping[str, ModelSource]) -> set[str]:
+        """``names`` (those in the repositories) and every model they need, directly or not."""
+        wanted: set[str] = set()
+        pending = [name for name in names if name in sources]
+        while pending:
+            name = pending.pop()
+            if name in wanted:
+                continue
+            wanted.add(name)
+            try:
+                config = model_config.read_model_config(sources[name].path, model_name=name)
+            except NaiadError:
+                continue  # it fails on its own terms when loaded
+            pending.extend(need for need in model_dependencies(config) if need in sources)
+        return wanted
 
     def _plan(self, source: ModelSource, override: ModelConfig | None = None) -> _Plan:
         record = ModelRecord(source.name, source)
@@ -143,6 +196,7 @@ class ModelLifecycle:
             record.error = error.message
             logger.error("model '%s' cannot be loaded: %s", source.name, error.message, extra={"model": source.name})
             return _Plan(record, unreadable=True)
+        record.needs = frozenset(model_dependencies(config))
         try:
             model_config.detect_backend(config, source.path, self._registry.table())
             if config.default_model_filename:
@@ -180,31 +234,150 @@ class ModelLifecycle:
             return _Plan(record)
         return _Plan(record, config, chosen, from_request=override is not None)
 
-    def _load_plan(self, plan: _Plan) -> ModelRecord:
-        record = plan.record
-        if plan.config is None:
-            return record
-        for version in plan.versions:
+    def _load_plan(self, plan: _Plan, versions: Collection[int]) -> dict[int, VersionStatus]:
+        """Load ``versions`` of the plan's model, one after another; their statuses, READY or not."""
+        assert plan.config is not None
+        loaded: dict[int, VersionStatus] = {}
+        for version in versions:
             logger.info(
                 "loading model '%s' version %d (backend '%s')",
-                record.name,
+                plan.record.name,
                 version,
-                plan.config.backend,
-                extra={"model": record.name, "version": version},
+                plan.config.backend or plan.config.platform,
+                extra={"model": plan.record.name, "version": version},
             )
-            self._notify(VersionStatus(record.name, version))
+            self._notify(VersionStatus(plan.record.name, version))
             status = load_version(
                 self._registry,
-                record.source.path,
+                plan.record.source.path,
                 plan.config,
                 version,
                 self.options,
                 self.server,
                 config_from_request=plan.from_request,
             )
-            record.versions[version] = status
+            loaded[version] = status
             self._notify(status)
-        return record
+        return loaded
+
+    def _install(self, plan: _Plan, reuse: Collection[int] = ()) -> None:
+        """Load the plan's versions and swap them in for the model's current ones once all are READY.
+
+        When anything fails and the model was serving, the old versions keep serving and the new
+        ones go.
+        """
+        record = plan.record
+        with self._model_lock(record.name):
+            with self._lock:
+                previous = self._records.get(record.name)
+            old = previous.versions if previous is not None else {}
+            kept = {
+                version: old[version]
+                for version in reuse
+                if version in plan.versions and version in old and old[version].ready
+            }
+            fresh: dict[int, VersionStatus] = {}
+            if plan.config is not None:
+                fresh = self._load_plan(plan, [v for v in plan.versions if v not in kept])
+            record.versions = {**kept, **fresh}
+            failed = bool(record.error) or any(not status.ready for status in fresh.values())
+            if failed and previous is not None and any(status.ready for status in old.values()):
+                logger.warning(
+                    "model '%s' keeps serving its previous versions because the new ones failed to load; "
+                    "fix the model and load it again",
+                    record.name,
+                    extra={"model": record.name},
+                )
+                for status in fresh.values():
+                    self._unload_version(status)
+                _drop_override(record)
+                return
+            self.store(record)
+            if previous is not None:
+                self._retire(previous, record)
+
+    def _retire(self, previous: ModelRecord, record: ModelRecord) -> None:
+        """Unload what ``record`` replaced; versions it no longer has stay listed as unloaded."""
+        for version, status in previous.versions.items():
+            if record.versions.get(version) is not status:
+                self._unload_version(status)
+        gone = {v: s for v, s in previous.versions.items() if v not in record.versions and s.reason == "unloaded"}
+        if gone:
+            with self._lock:
+                record.versions = {**gone, **record.versions}
+        if previous.override_dir != record.override_dir:
+            _drop_override(previous)
+
+    def load_model(
+        self, name: str, config: ModelConfig | None = None, files: Mapping[str, bytes] | None = None
+    ) -> None:
+        """(Re)load one model, optionally with ``config`` instead of its config.pbtxt and, with ``files``
+        (``file:<path>`` -> content), from a temporary folder holding those files instead of the repository.
+
+        Models it needs that are not serving load first. Fresh versions (and statistics) replace the
+        old ones once every one of them is READY; when any fails, the versions already serving keep
+        serving, as in Triton. Raises with Triton's texts when the model is not in any repository or
+        a version fails to load.
+        """
+        self._load_model(name, config, files, {name})
+        self._bring_back(name)
+
+    def _bring_back(self, name: str) -> None:
+        """Load again the models unloaded because ``name`` was (an ensemble whose step came back)."""
+        with self._lock:
+            dependents = sorted(self._taken_along.pop(name, ()))
+        for dependent in dependents:
+            if dependent in self._serving:
+                continue
+            logger.info("loading model '%s' again: model '%s', which it needs, is back", dependent, name)
+            try:
+                self._load_model(dependent, None, None, {dependent})
+            except NaiadError as error:
+                logger.error(
+                    "model '%s' did not load again after model '%s' came back: %s",
+                    dependent,
+                    name,
+                    error.message,
+                    extra={"model": dependent},
+                )
+
+    def _load_model(
+        self, name: str, config: ModelConfig | None, files: Mapping[str, bytes] | None, loading: set[str]
+    ) -> None:
+        override_dir = write_model_folder(name, config, files) if files else None
+        source = ModelSource(name, override_dir) if override_dir is not None else self.discover().get(name)
+        plan = self._plan(source, config) if source is not None else None
+        if plan is None or plan.unreadable:  # Triton's answer; the log says why
+            if override_dir is not None:
+                remove_model_folder(override_dir)
+            raise NaiadError(f"failed to load '{name}', failed to poll from model repository", ErrorCode.INTERNAL)
+        plan.record.override_dir = override_dir
+        self._load_needs(plan, loading)
+        self._install(plan)
+        record = plan.record
+        if record.error:
+            raise invalid_arg(f"load failed for model '{name}': {record.error}")
+        failed = [status for _, status in sorted(record.versions.items()) if not status.ready]
+        if failed:
+            reasons = "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};\n" for v in failed)
+            raise invalid_arg(f"load failed for model '{name}': {reasons}")
+
+    def _load_needs(self, plan: _Plan, loading: set[str]) -> None:
+        """Load the models ``plan`` needs that are not serving (Triton's explicit mode does the same)."""
+        for need in sorted(plan.needs - loading):
+            if need in self._serving:
+                continue
+            logger.info("loading model '%s', which model '%s' needs", need, plan.record.name)
+            try:
+                self._load_model(need, None, None, loading | {need})
+            except NaiadError as error:
+                logger.error(
+                    "model '%s' needs model '%s', which failed to load: %s",
+                    plan.record.name,
+                    need,
+                    error.message,
+                    extra={"model": plan.record.name},
+                )
 
     def store(self, record: ModelRecord) -> ModelRecord | None:
         """Make ``record`` the model's record and publish its READY versions; returns the one it replaced."""
@@ -241,6 +414,12 @@ class ModelLifecycle:
                 extra={"model": status.name, "version": status.version},
             )
 
+    def _model_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._model_locks.setdefault(name, threading.Lock())
+
+    # -- unloading -----------------------------------------------------------------------------
+
     def unload_all(self) -> None:
         """Stop every version, finishing the requests each has accepted."""
         with self._lock:
@@ -249,6 +428,11 @@ class ModelLifecycle:
             self._unload_version(status)
 
     def _unload_version(self, status: VersionStatus) -> None:
+        """Stop publishing the version, then let it finish what it accepted and release it.
+
+        New requests miss it at once; the call returns when it is released, or after the unload
+        timeout, leaving a thread to finish its requests and release it.
+        """
         with self._lock:
             serving = status.serving
             if status.state is not ModelState.READY or serving is None:
@@ -257,48 +441,70 @@ class ModelLifecycle:
             status.serving = None
             self._publish()
         self._notify(status)
-        release_version(serving)
-        status.state = ModelState.UNAVAILABLE
-        status.reason = "unloaded"
-        self._notify(status)
 
-    def unload_model(self, name: str) -> None:
-        """Unload every version of one model; it stays in the index as unloaded (no-op if unknown)."""
-        with self._lock:
-            record = self._records.get(name)
-            versions = list(record.versions.values()) if record is not None else []
-        for status in versions:
-            self._unload_version(status)
+        def release() -> None:
+            try:
+                release_version(serving)
+            finally:
+                status.state = ModelState.UNAVAILABLE
+                status.reason = "unloaded"
+                self._notify(status)
 
-    def load_model(self, name: str, config: ModelConfig | None = None) -> None:
-        """(Re)load one model, optionally with ``config`` instead of its config.pbtxt.
+        releaser = threading.Thread(target=release, name=f"naiad-unload-{status.name}", daemon=True)
+        releaser.start()
+        releaser.join(self._unload_timeout)
+        if releaser.is_alive():
+            logger.warning(
+                "model '%s' version %d still has requests running %.0f s after it began to unload; they finish "
+                "in the background and the version is released after them (see --model-unload-timeout-secs)",
+                status.name,
+                status.version,
+                self._unload_timeout,
+                extra={"model": status.name, "version": status.version},
+            )
 
-        Fresh versions (and statistics) replace the old ones once every one of them is READY; when
-        any fails, the versions already serving keep serving, as in Triton. Raises with Triton's
-        texts when the model is not in any repository or a version fails to load.
+    def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Unload every version of a model, and of the models that need it, as Triton does.
+
+        With ``unload_dependents``, the models it needs go too unless a model still serving needs
+        them. Unloaded models stay in the index as unloaded; unknown names are a no-op.
         """
-        source = discover_models(self._repositories).get(name)
-        plan = self._plan(source, config) if source is not None else None
-        if plan is None or plan.unreadable:  # Triton's answer; the log says why
-            raise NaiadError(f"failed to load '{name}', failed to poll from model repository", ErrorCode.INTERNAL)
-        record = self._load_plan(plan)
-        failed = [status for _, status in sorted(record.versions.items()) if not status.ready]
         with self._lock:
-            previous = self._records.get(name)
-        keeps_serving = previous is not None and any(status.ready for status in previous.versions.values())
-        if (record.error or failed) and keeps_serving:
-            for status in record.versions.values():
-                self._unload_version(status)  # the ones that did load
-        else:
-            self.store(record)
-            if previous is not None:
-                for status in previous.versions.values():
-                    self._unload_version(status)
-        if record.error:
-            raise invalid_arg(f"load failed for model '{name}': {record.error}")
-        if failed:
-            reasons = "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};\n" for v in failed)
-            raise invalid_arg(f"load failed for model '{name}': {reasons}")
+            records = dict(self._records)
+        needs = {n: r.needs for n, r in records.items()}
+        loaded = {n for n, r in records.items() if any(s.ready for s in r.versions.values())}
+        downstream = (_reachable({name}, needs, reverse=True) - {name}) & loaded
+        upstream: set[str] = set()
+        if unload_dependents:
+            going = downstream | {name}
+            candidates = _reachable({name}, needs) - going
+            upstream = (candidates - _reachable(loaded - going - candidates, needs)) & loaded
+        with self._lock:
+            for dependents in self._taken_along.values():
+                dependents.discard(name)  # unloaded on purpose: it stays unloaded
+            if downstream:
+                self._taken_along.setdefault(name, set()).update(downstream)
+        for model in [*sorted(downstream), name, *sorted(upstream)]:
+            if model != name:
+                logger.info("unloading model '%s' with model '%s'", model, name, extra={"model": model})
+            self._unload_record(model)
+
+    def remove_model(self, name: str) -> None:
+        """Unload a model whose folder left the repository and forget it (it leaves the index)."""
+        self._unload_record(name)
+        with self._lock:
+            self._records.pop(name, None)
+            self._publish()
+
+    def _unload_record(self, name: str) -> None:
+        with self._model_lock(name):
+            with self._lock:
+                record = self._records.get(name)
+            if record is None:
+                return
+            for status in list(record.versions.values()):
+                self._unload_version(status)
+            _drop_override(record)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -342,6 +548,15 @@ class ModelLifecycle:
                 entries.append(IndexEntry(name, version, status.state, status.reason))
         return entries
 
+    def replacement(self, model: ServingModel) -> ServingModel:
+        """What serves a request that found ``model`` just before it was unpublished: ``model`` itself
+        while it is published, else the version with its number, else the latest (after a reload or a
+        version change); Triton's not-found error when the model is gone."""
+        entry = self._serving.get(model.name)
+        if entry is None:
+            raise self._lookup_error(model.name, "")
+        return entry.by_version.get(model.version) or entry.latest
+
     def ready_versions(self, name: str) -> list[ServingModel]:
         """READY versions of a model, ascending; NOT_FOUND if the model is unknown."""
         entry = self._serving.get(name)
@@ -379,3 +594,27 @@ class ModelLifecycle:
         if record is None or not record.versions:
             raise not_found(f"Request for unknown model: '{name}' is not found")
         return record
+
+
+def _reachable(start: Collection[str], needs: Mapping[str, Collection[str]], *, reverse: bool = False) -> set[str]:
+    """``start`` and every model it needs, directly or not (``reverse``: every model that needs it)."""
+    edges: dict[str, set[str]] = {}
+    for name, wanted in needs.items():
+        for need in wanted:
+            source, target = (need, name) if reverse else (name, need)
+            edges.setdefault(source, set()).add(target)
+    found = set(start)
+    pending = list(start)
+    while pending:
+        for target in edges.get(pending.pop(), ()):
+            if target not in found:
+                found.add(target)
+                pending.append(target)
+    return found
+
+
+def _drop_override(record: ModelRecord) -> None:
+    """Remove the temporary folder a file-override load made for ``record``, if any."""
+    if record.override_dir is not None:
+        remove_model_folder(record.override_dir)
+        record.override_dir = None

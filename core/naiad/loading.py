@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING
 from naiad import config as model_config
 from naiad.backend_model import BackendModel, ModelInstance
 from naiad.classification import read_labels
+from naiad.config.normalize import ENSEMBLE_PLATFORM
 from naiad.contexts import InstanceContext, ModelLoadContext, SchedulerContext
+from naiad.ensemble import ENSEMBLE_BACKEND
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import RequestedOutput
 from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL
@@ -130,7 +132,7 @@ class VersionLoader:
         options = self._options
         config = ModelConfig()
         config.CopyFrom(base_config)
-        backend = self._registry.initialized(config.backend, self._server)
+        backend = self._registry.initialized(_backend_name(config), self._server)
         settings = self._registry.settings
         context = ModelLoadContext(
             model_name=config.name,
@@ -246,7 +248,7 @@ class VersionLoader:
                 self._runners.append(runner)
                 if statistics is not None and group.kind == ModelInstanceGroup.KIND_GPU:
                     statistics.gpu_devices.add(device)
-        if not self._runners:
+        if not self._runners and config.platform != ENSEMBLE_PLATFORM:
             raise NaiadError(
                 f"model '{config.name}' has no instances to run: every instance_group has count 0",
                 ErrorCode.INVALID_ARG,
@@ -317,6 +319,11 @@ def _check_instance_count(config: ModelConfig, most: int) -> None:
             f"({most}); lower the instance_group counts, or raise the limit",
             ErrorCode.INVALID_ARG,
         )
+
+
+def _backend_name(config: ModelConfig) -> str:
+    """The backend that loads ``config``: an ensemble names none and gets the built-in one."""
+    return ENSEMBLE_BACKEND if config.platform == ENSEMBLE_PLATFORM and not config.backend else config.backend
 
 
 def _is_async(instance: ModelInstance) -> bool:

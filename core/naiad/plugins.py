@@ -26,6 +26,8 @@ from naiad import defaults, hookspecs
 from naiad.backend_info import DEFAULT_BACKENDS, BackendInfo, BackendTable
 from naiad.backend_model import BackendModel, ModelInstance
 from naiad.contexts import DEFAULT_MAX_BATCH_SIZE, BackendContext, InstanceContext, ModelLoadContext, SchedulerContext
+from naiad.ensemble import ENSEMBLE_BACKEND
+from naiad.ensemble import backend as ensemble_backend
 from naiad.errors import ErrorCode, NaiadError
 from naiad.scheduling.base import Scheduler
 
@@ -190,7 +192,7 @@ class BackendRegistry:
             if name in self._failures:
                 raise self._failures[name]
             try:
-                plugin = self._import(name)
+                plugin = ensemble_backend if name == ENSEMBLE_BACKEND else self._import(name)
             except BackendUnavailable as error:
                 self._failures[name] = error
                 raise

@@ -16,10 +16,11 @@ from prometheus_client import CollectorRegistry
 from naiad import __version__
 from naiad.dataplane import DataPlane, ServerState
 from naiad.devices import gpu_count
+from naiad.errors import NaiadError
 from naiad.grpc import GrpcFrontend, GrpcSettings
 from naiad.http import build_app
 from naiad.http.serving import HttpFrontend, bind_socket
-from naiad.lifecycle import ModelLifecycle
+from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT, ModelLifecycle
 from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, GrpcLimits, HttpLimits
 from naiad.loading import LoadOptions
 from naiad.logs import LogControl, Trusted
@@ -27,6 +28,7 @@ from naiad.metrics import MetricsOptions, ModelCollector, SystemMetrics
 from naiad.metrics.custom import CustomMetrics
 from naiad.metrics.serving import MetricsFrontend
 from naiad.plugins import BackendRegistry, BackendSettings
+from naiad.polling import RepositoryPoller
 from naiad.restrictions import ApiGroup, Restrictions
 from naiad.scheduling.rate_limiter import RateLimiter
 from naiad.server_handle import ServerHandle
@@ -38,7 +40,7 @@ from naiad.startup_table import model_table
 logger = logging.getLogger(__name__)
 
 
-class StartupError(Exception):
+class StartupError(NaiadError):
     """The server cannot start; the message says why and what to change."""
 
 
@@ -66,6 +68,10 @@ class ServerOptions:
     exit_timeout_secs: float = 30.0
     model_control_mode: str = "none"
     load_models: tuple[str, ...] = ()
+    # -- model management (docs/model-management.md) --
+    repository_poll_secs: float = 15.0
+    model_load_thread_count: int = DEFAULT_LOAD_THREADS
+    model_unload_timeout_secs: float = DEFAULT_UNLOAD_TIMEOUT
     rate_limit: str = "off"
     rate_limit_resources: dict[tuple[str, int], int] = field(default_factory=dict)
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -98,7 +104,11 @@ class Server:
                 statistics=options.metrics.statistics if options.collect_statistics else None,
                 max_instances_per_model=options.max_instances_per_model,
             ),
+            load_threads=options.model_load_thread_count,
+            unload_timeout=options.model_unload_timeout_secs,
         )
+        self.repository_poller = RepositoryPoller(self.lifecycle) if options.model_control_mode == "poll" else None
+        self._polling: asyncio.Task[None] | None = None
         self.service = InferenceService(self.lifecycle)
         inbox = LoopInbox()  # attached to the loop when the server runs
         self.custom_metrics = CustomMetrics()
@@ -124,6 +134,8 @@ class Server:
         self.metrics_registry.register(self.system_metrics)
         self.metrics_registry.register(self.custom_metrics)
         self._stop = asyncio.Event()
+        self._frontends: list[HttpFrontend | GrpcFrontend | MetricsFrontend] = []  # the started ones
+        self._poller: asyncio.Task[None] | None = None
 
     def request_stop(self) -> None:
         """Begin a graceful shutdown (what SIGTERM and SIGINT do)."""
@@ -131,12 +143,76 @@ class Server:
 
     async def run(self) -> None:
         """Serve until stopped; then drain in-flight requests, unload models and return."""
+        loop = asyncio.get_running_loop()
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self.start()
+            await self._stop.wait()
+            await self.drain()
+        finally:
+            await self.close()
+
+    async def start(self) -> None:
+        """Import the backends, start the frontends and load the models: READY when it returns.
+
+        Call :meth:`close` afterwards, whether it returned or raised. With every frontend disabled
+        the server serves in-process callers only (:mod:`naiad.embedded`).
+        """
         self.handle.inbox.attach(asyncio.get_running_loop())
         await asyncio.to_thread(self.registry.import_installed)
-        frontends: list[HttpFrontend | GrpcFrontend] = []
-        if self.options.allow_http:
-            sock = bind_socket(self.options.http_address, self.options.http_port, "HTTP", "--http-port")
-            options = self.options
+        frontends = self._build_frontends()
+        metrics = self.options.metrics
+        if metrics.allow_metrics:
+            self._poller = asyncio.create_task(self.system_metrics.run(metrics.interval_ms / 1000))
+        self.registry.hook.naiad_server_configured(server=self._info())
+        self._warn_about_open_control_apis()
+        for frontend in frontends:
+            await frontend.start()
+            self._frontends.append(frontend)
+        if self.repository_poller is not None:
+            await asyncio.to_thread(self.repository_poller.start)
+        else:
+            only = set(self.options.load_models) if self.options.model_control_mode == "explicit" else None
+            await asyncio.to_thread(self.lifecycle.load_all, only)
+        logger.info("models:\n%s", Trusted(model_table(self.lifecycle)))
+        if self.options.exit_on_error and not self.lifecycle.all_ready():
+            raise StartupError("some models failed to load and --exit-on-error is true; see the errors above")
+        if self.repository_poller is not None and self.options.repository_poll_secs > 0:
+            self._polling = asyncio.create_task(self.repository_poller.run(self.options.repository_poll_secs))
+        self.dataplane.state = ServerState.READY
+        listeners = ", ".join(f.describe() for f in frontends) or "in-process only, no listeners"
+        logger.info("naiad %s is ready: %s", __version__, listeners)
+
+    async def drain(self) -> None:
+        """Refuse new requests and wait for the frontends' in-flight ones (``exit_timeout_secs`` at most)."""
+        logger.info("shutting down: readiness is now 503; waiting for in-flight requests")
+        self.dataplane.state = ServerState.EXITING
+        await self.dataplane.wait_idle(self.options.exit_timeout_secs)
+
+    async def close(self) -> None:
+        """Stop the frontends, unload every model (finishing accepted requests), finalize the backends."""
+        if self.repository_poller is not None and self._polling is not None:
+            self.repository_poller.stop()
+            await self._polling
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        for frontend in self._frontends:
+            await frontend.stop()
+        await asyncio.to_thread(self.lifecycle.unload_all)
+        await asyncio.to_thread(self.registry.finalize_all)
+        self.system_metrics.close()
+        logger.info("naiad stopped")
+
+    def _build_frontends(self) -> list[HttpFrontend | GrpcFrontend | MetricsFrontend]:
+        """The frontends the options allow, their sockets bound."""
+        options = self.options
+        frontends: list[HttpFrontend | GrpcFrontend | MetricsFrontend] = []
+        if options.allow_http:
+            sock = bind_socket(options.http_address, options.http_port, "HTTP", "--http-port")
             app = build_app(
                 self.dataplane,
                 self.registry.http_routes(self.handle),
@@ -144,55 +220,22 @@ class Server:
                 limits=options.http_limits,
             )
             frontends.append(HttpFrontend(app, sock, options.http_server, options.http_limits))
-        if self.options.allow_grpc:
+        if options.allow_grpc:
             frontends.append(
                 GrpcFrontend(
                     self.dataplane,
-                    self.options.grpc_address,
-                    self.options.grpc_port,
-                    self.options.grpc,
-                    limits=self.options.grpc_limits,
-                    restrictions=self.options.grpc_restrictions,
+                    options.grpc_address,
+                    options.grpc_port,
+                    options.grpc,
+                    limits=options.grpc_limits,
+                    restrictions=options.grpc_restrictions,
                 )
             )
-        metrics = self.options.metrics
-        poller: asyncio.Task[None] | None = None
-        if metrics.allow_metrics:
-            address = metrics.address or self.options.http_address
-            sock = bind_socket(address, self.options.metrics_port, "metrics", "--metrics-port")
-            frontends.append(MetricsFrontend(self.metrics_registry, sock, self.options.http_limits))
-            poller = asyncio.create_task(self.system_metrics.run(metrics.interval_ms / 1000))
-        loop = asyncio.get_running_loop()
-        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.request_stop)
-        self.registry.hook.naiad_server_configured(server=self._info())
-        self._warn_about_open_control_apis()
-        for frontend in frontends:
-            await frontend.start()
-        try:
-            only = set(self.options.load_models) if self.options.model_control_mode == "explicit" else None
-            await asyncio.to_thread(self.lifecycle.load_all, only)
-            logger.info("models:\n%s", Trusted(model_table(self.lifecycle)))
-            if self.options.exit_on_error and not self.lifecycle.all_ready():
-                raise StartupError("some models failed to load and --exit-on-error is true; see the errors above")
-            self.dataplane.state = ServerState.READY
-            logger.info("naiad %s is ready: %s", __version__, ", ".join(f.describe() for f in frontends))
-            await self._stop.wait()
-            logger.info("shutting down: readiness is now 503; waiting for in-flight requests")
-            self.dataplane.state = ServerState.EXITING
-            await self.dataplane.wait_idle(self.options.exit_timeout_secs)
-        finally:
-            if poller is not None:
-                poller.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await poller
-            for frontend in frontends:
-                await frontend.stop()
-            await asyncio.to_thread(self.lifecycle.unload_all)
-            await asyncio.to_thread(self.registry.finalize_all)
-            self.system_metrics.close()
-            logger.info("naiad stopped")
+        if options.metrics.allow_metrics:
+            address = options.metrics.address or options.http_address
+            sock = bind_socket(address, options.metrics_port, "metrics", "--metrics-port")
+            frontends.append(MetricsFrontend(self.metrics_registry, sock, options.http_limits))
+        return frontends
 
     def _warn_about_open_control_apis(self) -> None:
         """Control APIs anyone can call, on an address others can reach, deserve a word at startup."""

@@ -16,6 +16,7 @@ from naiad.cancellation import CancellationToken
 from naiad.errors import ErrorCode, NaiadError, unavailable
 from naiad.inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput, ResponseSink
 from naiad.metrics.custom import CustomMetrics
+from naiad.models import ServingModel
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.service import InferenceService
 from naiad.sinks import BlockingSink, LoopInbox, LoopSink, single_response
@@ -63,7 +64,7 @@ class ServerHandle:
 
     def submit(
         self,
-        model: str,
+        model: str | ServingModel,
         inputs: Sequence[Tensor],
         sink: ResponseSink,
         *,
@@ -72,8 +73,11 @@ class ServerHandle:
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
         cancellation: CancellationToken | None = None,
+        parent: InferenceRequest | None = None,
+        refuse_decoupled: str | None = None,
     ) -> InferenceRequest:
-        """Queue a request on ``model``; its responses go to ``sink`` (see :meth:`InferenceService.submit`)."""
+        """Queue a request on ``model`` (a name, or a version :meth:`resolve` gave); its responses go to
+        ``sink`` (see :meth:`InferenceService.submit`)."""
         return self._service.submit(
             model,
             inputs,
@@ -83,6 +87,8 @@ class ServerHandle:
             request_id=request_id,
             parameters=parameters,
             cancellation=cancellation,
+            parent=parent,
+            refuse_decoupled=refuse_decoupled,
         )
 
     def infer(
@@ -95,6 +101,7 @@ class ServerHandle:
         parameters: Mapping[str, ParameterValue] | None = None,
         timeout: float | None = None,
         cancellation: CancellationToken | None = None,
+        parent: InferenceRequest | None = None,
     ) -> InferenceResponse:
         """Run one request on a non-decoupled model and wait for its response; call from a thread.
 
@@ -107,7 +114,7 @@ class ServerHandle:
                 ErrorCode.INTERNAL,
             )
         sink = BlockingSink()
-        request = self._submit_single(model, inputs, sink, version, outputs, parameters, cancellation)
+        request = self._submit_single(model, inputs, sink, version, outputs, parameters, cancellation, parent)
         try:
             return sink.response(timeout, model=model)
         except NaiadError:
@@ -123,10 +130,11 @@ class ServerHandle:
         outputs: Sequence[RequestedOutput | str] = (),
         parameters: Mapping[str, ParameterValue] | None = None,
         cancellation: CancellationToken | None = None,
+        parent: InferenceRequest | None = None,
     ) -> InferenceResponse:
         """:meth:`infer` for coroutines on the server's loop; cancelling the coroutine cancels the request."""
         sink = LoopSink(self._inbox)
-        request = self._submit_single(model, inputs, sink, version, outputs, parameters, cancellation)
+        request = self._submit_single(model, inputs, sink, version, outputs, parameters, cancellation, parent)
         try:
             return single_response(await sink.next_event(), model)
         except asyncio.CancelledError:
@@ -142,6 +150,7 @@ class ServerHandle:
         outputs: Sequence[RequestedOutput | str],
         parameters: Mapping[str, ParameterValue] | None,
         cancellation: CancellationToken | None,
+        parent: InferenceRequest | None,
     ) -> InferenceRequest:
         """Queue a request whose caller takes exactly one response (a decoupled model is refused)."""
         return self._service.submit(
@@ -153,7 +162,17 @@ class ServerHandle:
             parameters=parameters,
             refuse_decoupled=decoupled_refusal(model),
             cancellation=cancellation,
+            parent=parent,
         )
+
+    def resolve(self, name: str, version: str | int = "") -> ServingModel:
+        """The READY version that serves ``name`` (the latest unless ``version`` is given), with its final
+        config; NOT_FOUND or UNAVAILABLE with Triton's text otherwise."""
+        return self._service.resolve(name, version)
+
+    def model_names(self) -> set[str]:
+        """Every model the server knows of, loaded or not (failed and unloaded ones included)."""
+        return {record.name for record in self._service.lifecycle.records()}
 
     def model_ready(self, name: str, version: str | int = "") -> bool:
         """Whether the model (version) is READY to serve."""

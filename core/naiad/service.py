@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from naiad.cancellation import CancellationToken
-from naiad.errors import invalid_arg, unavailable, unsupported
+from naiad.errors import NaiadError, invalid_arg, unavailable, unsupported
 from naiad.inference import (
     SEQUENCE_END,
     SEQUENCE_START,
     InferenceRequest,
     ParameterValue,
     RequestedOutput,
+    ResponseEvent,
     ResponseSender,
     ResponseSink,
 )
@@ -28,6 +29,9 @@ from naiad.tensor import Tensor
 from naiad.validation import validate_inputs, validate_outputs
 
 SHUTTING_DOWN = "Server not ready: it is shutting down"
+
+# How many times a request follows a model that is reloaded again and again under it.
+_RETIRED_RETRIES = 4
 
 # Request parameters the server consumes; they never reach the model.
 SCHEDULING_PARAMETERS = frozenset(
@@ -65,18 +69,53 @@ class InferenceService:
         parameters: Mapping[str, ParameterValue] | None = None,
         refuse_decoupled: str | None = None,
         cancellation: CancellationToken | None = None,
+        parent: InferenceRequest | None = None,
     ) -> InferenceRequest:
         """Validate a request and queue it; its responses go to ``sink``.
 
         Raises :class:`naiad.errors.NaiadError` (nothing is queued then) for a server shutting
         down, an unknown model, a refused decoupled model, an invalid request or a full queue.
-        Pass ``cancellation`` to share a token with the caller (a parent request's, say); the
-        returned request's :meth:`~naiad.inference.InferenceRequest.cancel` cancels it too.
+        Pass ``cancellation`` to share a token with the caller; the returned request's
+        :meth:`~naiad.inference.InferenceRequest.cancel` cancels it too. ``parent`` is the request
+        being served on whose behalf this one is made: the new request extends its lineage, is
+        refused (INVALID_ARG) when its model is already in that lineage (a cycle that would wait
+        on itself), and is cancelled when the parent is, without cancelling the parent. It is
+        admitted while the server shuts down, so that the parent can finish.
         """
-        if not self.accepting:
+        if not self.accepting and parent is None:
             raise unavailable(SHUTTING_DOWN)
+        lineage = _lineage(parent, model if isinstance(model, str) else model.name)
         if isinstance(model, str):
             model = self.resolve(model, version, refuse_decoupled=refuse_decoupled)
+        for _ in range(_RETIRED_RETRIES):
+            try:
+                return self._submit_to(
+                    model, inputs, sink, outputs, request_id, parameters, cancellation, parent, lineage
+                )
+            except NaiadError:
+                # A version unpublished (reload, unload) between the lookup and the admission refuses;
+                # the request goes to what serves the model now, or gets Triton's not-found answer.
+                replacement = self.lifecycle.replacement(model)
+                if replacement is model:
+                    raise
+                if refuse_decoupled is not None and replacement.signature.decoupled:
+                    raise unsupported(refuse_decoupled) from None
+                model = replacement
+        return self._submit_to(model, inputs, sink, outputs, request_id, parameters, cancellation, parent, lineage)
+
+    def _submit_to(
+        self,
+        model: ServingModel,
+        inputs: Sequence[Tensor],
+        sink: ResponseSink,
+        outputs: Sequence[RequestedOutput | str],
+        request_id: str,
+        parameters: Mapping[str, ParameterValue] | None,
+        cancellation: CancellationToken | None,
+        parent: InferenceRequest | None,
+        lineage: tuple[str, ...],
+    ) -> InferenceRequest:
+        """Validate and admit a request to one resolved version."""
         signature = model.signature
         if outputs:
             requested = _requested_outputs(outputs)
@@ -97,11 +136,57 @@ class InferenceService:
             sender=sender,
             id=request_id,
             batch_size=batch_size,
+            lineage=lineage,
         )
         if parameters:
             _apply_parameters(request, parameters)
-        model.admit(request)
+        if parent is None:
+            model.admit(request)
+            return request
+        link = _ParentLink(sender, parent.cancellation)
+        try:
+            model.admit(request)
+        except BaseException:
+            link.unlink()
+            raise
         return request
+
+
+def _lineage(parent: InferenceRequest | None, target: str) -> tuple[str, ...]:
+    """The lineage of a request for ``target`` made on behalf of ``parent``; refuses a cycle."""
+    if parent is None:
+        return ()
+    lineage = (*parent.lineage, parent.model_name)
+    if target in lineage:
+        chain = " -> ".join(f"'{name}'" for name in (*lineage[lineage.index(target) :], target))
+        raise invalid_arg(
+            f"request cycle: model {chain}; model '{target}' is waiting for this request's result and "
+            "cannot also serve it. A model must not send requests, directly or through other models, "
+            "to a model that is waiting for it"
+        )
+    return lineage
+
+
+class _ParentLink:
+    """Cancels a child request with its parent until the child's final response passes."""
+
+    __slots__ = ("_cancel", "_parent", "_sink")
+
+    def __init__(self, sender: ResponseSender, parent: CancellationToken) -> None:
+        self._sink = sender.sink
+        self._parent = parent
+        self._cancel = sender.cancellation.cancel
+        sender.sink = self
+        parent.add_callback(self._cancel)
+
+    def deliver(self, event: ResponseEvent) -> None:
+        if event.final:
+            self.unlink()
+        self._sink.deliver(event)
+
+    def unlink(self) -> None:
+        """Stop following the parent's cancellation."""
+        self._parent.remove_callback(self._cancel)
 
 
 def _requested_outputs(outputs: Sequence[RequestedOutput | str]) -> dict[str, RequestedOutput]:

@@ -464,8 +464,8 @@ class ModelStatistics:
                 tracker.ended_ns = end  # after the phases: a final flag that sees it counts them
                 if tracker.final_ns:
                     self.complete(tracker)
-        if compute_start > compute_end:  # nothing reported
-            compute_start = compute_end = start
+        if compute_start > compute_end:  # nothing reported: the whole execution is compute
+            compute_start, compute_end = start, end
         input_ns = compute_start - start
         output_ns = end - compute_end
         self._executions.append((size, input_ns, end - start - input_ns - output_ns, output_ns))

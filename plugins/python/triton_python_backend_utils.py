@@ -1,9 +1,9 @@
 """naiad's ``triton_python_backend_utils``: what ``import triton_python_backend_utils as pb_utils`` gives.
 
 The same names, signatures and behaviour as Triton's module (python-model-api.md §4), with
-the implementation in :mod:`naiad_python.pbutils`. Not implemented yet, and raising a
-``TritonModelException`` that says so when used: BLS (``InferenceRequest.exec`` /
-``async_exec``) and request rescheduling.
+the implementation in :mod:`naiad_python.pbutils` (BLS: :mod:`naiad_python.bls`). Not
+implemented yet, and raising a ``TritonModelException`` that says so when used: request
+rescheduling.
 
 ``get_model_dir()`` (and the legacy ``ModelPath``), model control (``load_model``,
 ``unload_model``, ``is_model_ready``) and custom metrics (``MetricFamily``) act for the model

@@ -55,10 +55,8 @@ def test_models_on_a_dependency_cycle_fail_with_the_cycle_named(tmp_path: Path) 
     try:
         reasons = {entry.name: entry.reason for entry in lifecycle.index() if entry.name.startswith("ring")}
         assert reasons == {
-            "ring1": "model 'ring1' is part of a dependency cycle (ring1 -> ring2 -> ring1); a model cannot depend "
-            "on itself, directly or through other models",
-            "ring2": "model 'ring2' is part of a dependency cycle (ring2 -> ring1 -> ring2); a model cannot depend "
-            "on itself, directly or through other models",
+            "ring1": "circular dependency between ensembles: ring1 -> ... -> ring2 -> ring1",
+            "ring2": "circular dependency between ensembles: ring2 -> ... -> ring1 -> ring2",
         }
     finally:
         lifecycle.unload_all()

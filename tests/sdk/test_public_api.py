@@ -7,6 +7,7 @@ from pathlib import Path
 
 import naiad
 import naiad.backend
+import naiad.embedded
 import naiad.testing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +86,21 @@ TESTING = [
     "tensors",
 ]
 
-PUBLIC_MODULES = {"naiad", "naiad.backend", "naiad.testing"}
+TOP_LEVEL = [
+    "AsyncResponseStream",
+    "ErrorCode",
+    "NaiadError",
+    "Response",
+    "ResponseStream",
+    "Server",
+    "Tensor",
+    "__version__",
+    "hookimpl",
+]
+
+EMBEDDED = ["AsyncResponseStream", "Inputs", "Response", "ResponseStream", "Server"]
+
+PUBLIC_MODULES = {"naiad", "naiad.backend", "naiad.embedded", "naiad.testing"}
 
 
 def test_the_sdk_exports_exactly_its_pinned_names() -> None:
@@ -95,6 +110,18 @@ def test_the_sdk_exports_exactly_its_pinned_names() -> None:
 
 def test_the_testing_helpers_are_pinned() -> None:
     assert naiad.testing.__all__ == TESTING
+
+
+def test_the_package_exports_are_pinned() -> None:
+    assert naiad.__all__ == TOP_LEVEL
+    assert all(hasattr(naiad, name) for name in TOP_LEVEL)
+    assert naiad.Server is naiad.embedded.Server
+    assert naiad.Tensor is naiad.backend.Tensor
+    assert naiad.NaiadError is naiad.backend.NaiadError
+
+
+def test_the_in_process_api_is_pinned() -> None:
+    assert naiad.embedded.__all__ == EMBEDDED
 
 
 def _naiad_imports(path: Path) -> list[tuple[int, str]]:

@@ -1,8 +1,8 @@
 """A finished request is freed by reference counting alone: nothing of it waits for the cyclic GC.
 
-The real server runs in this process with the cyclic collector off; after requests over HTTP, gRPC and
-in-process submission, a collection that keeps what it finds (``DEBUG_SAVEALL``) must find none of the
-request path's objects: requests, senders, sinks, tensors, responses, input arrays, body buffers.
+The real server runs in this process with the cyclic collector off; after requests over HTTP, gRPC,
+in-process submission and an ensemble, a collection that keeps what it finds (``DEBUG_SAVEALL``) must
+find none of the request path's objects: requests, senders, sinks, tensors, responses, input arrays, body buffers.
 """
 
 from __future__ import annotations
@@ -21,6 +21,16 @@ from naiad.testing import ModelRepositoryBuilder, ThreadedServer, serve_in_threa
 from .backends import IDENTITY_CONFIG
 
 REQUEST_PATH_MODULES = ("naiad.",)
+ECHO_TWICE = """
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ensemble_scheduling { step [
+  { model_name: "echo" input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "once" } },
+  { model_name: "echo" input_map { key: "INPUT0" value: "once" } output_map { key: "OUTPUT0" value: "OUTPUT0" } }
+] }
+"""
 REQUEST_PATH_TYPES = (np.ndarray, bytearray, memoryview)
 
 
@@ -28,6 +38,7 @@ REQUEST_PATH_TYPES = (np.ndarray, bytearray, memoryview)
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]:
     repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("cycles") / "models")
     repository.add_model("echo", IDENTITY_CONFIG.format(extra=""), {"1/.keep": ""})
+    repository.add_model("echo_twice", ECHO_TWICE, {"1/.keep": ""})
     with serve_in_thread([repository.root]) as server:
         yield server
 
@@ -60,6 +71,7 @@ def test_no_request_leaves_a_reference_cycle(served: ThreadedServer) -> None:
         http.infer("echo", [http_input])
         grpc.infer("echo", [grpc_input])
         served.handle.infer("echo", [Tensor("INPUT0", "FP32", data)])
+        served.handle.infer("echo_twice", [Tensor("INPUT0", "FP32", data)])
     gc.collect()
     gc.disable()
     try:
@@ -70,6 +82,8 @@ def test_no_request_leaves_a_reference_cycle(served: ThreadedServer) -> None:
             sink = BlockingSink()
             served.handle.submit("echo", [Tensor("INPUT0", "FP32", data.copy())], sink)
             assert sink.response(10).outputs[0].numpy().tolist() == data.tolist()
+            ensemble = served.handle.infer("echo_twice", [Tensor("INPUT0", "FP32", data.copy())])
+            assert ensemble.outputs[0].numpy().tolist() == data.tolist()
         assert _leftovers() == []
     finally:
         gc.enable()

@@ -17,7 +17,6 @@ from naiad.protocol.model_config_pb2 import (
     DataType,
     ModelConfig,
     ModelDynamicBatching,
-    ModelEnsembling,
     ModelInput,
     ModelInstanceGroup,
     ModelOutput,
@@ -107,8 +106,6 @@ class _Checker:
             self.dynamic_batching(config.dynamic_batching)
         elif choice == "sequence_batching":
             self.sequence_batching(config.sequence_batching)
-        elif choice == "ensemble_scheduling" and self.is_ensemble:
-            self.ensemble(config.ensemble_scheduling)
         if config.response_cache.enable and config.model_transaction_policy.decoupled:
             self.fail(
                 "response_cache.enable is not supported for decoupled models"
@@ -128,16 +125,16 @@ class _Checker:
             if backend:
                 self.fail(f"backend '{backend}' must be empty for platform 'ensemble'")
             if not config.HasField("ensemble_scheduling"):
-                self.fail("platform 'ensemble' requires an 'ensemble_scheduling' section with the steps")
+                self.fail(f"must specify 'step' for ensemble '{config.name}'")
             if config.instance_group:
-                self.fail("instance_group must not be set for an ensemble (its steps' models have instances)")
+                self.fail(f"instance group should not be specified for ensemble '{config.name}'")
             if config.HasField("optimization"):
-                self.fail("optimization must not be set for an ensemble")
+                self.fail(f"optimization should not be specified for ensemble '{config.name}'")
             if config.model_warmup:
-                self.fail("model_warmup must not be set for an ensemble")
+                self.fail(f"model_warmup can not be specified for ensemble '{config.name}'")
             return
         if config.HasField("ensemble_scheduling"):
-            self.fail(f"ensemble_scheduling is only allowed with platform: \"ensemble\", not '{platform}'")
+            self.fail(f"ensemble scheduling cannot be set for model '{config.name}' whose platform is not ensemble")
         if not backend:
             if platform:
                 self.fail(f"'backend' is empty for platform '{platform}'; set backend explicitly")
@@ -308,42 +305,6 @@ class _Checker:
             self.fail(f"{where}: {kind} needs exactly one of {', '.join(_PAIRS)} ({found})")
         elif len(getattr(control, given[0])) != 2:
             self.fail(f"{where}: {kind} {given[0]} must have exactly 2 entries [false, true]")
-
-    def ensemble(self, ensembling: ModelEnsembling) -> None:
-        where = "ensemble_scheduling"
-        if not ensembling.step:
-            self.fail(f"{where}: has no 'step'; an ensemble needs at least one")
-        producers: dict[str, int] = {}
-        consumed: set[str] = set()
-        for index, step in enumerate(ensembling.step):
-            step_where = f"{where}.step[{index}]" + (f" '{step.model_name}'" if step.model_name else "")
-            if not step.model_name:
-                self.fail(f"{step_where}: 'model_name' is empty")
-            if not step.input_map:
-                self.fail(f"{step_where}: 'input_map' is empty")
-            if not step.output_map:
-                self.fail(f"{step_where}: 'output_map' is empty")
-            consumed.update(step.input_map.values())
-            for tensor in step.output_map.values():
-                if tensor in producers:
-                    self.fail(
-                        f"{step_where}: ensemble tensor '{tensor}' is already produced by step {producers[tensor]}"
-                    )
-                producers[tensor] = index
-        inputs = [t.name for t in self.config.input]
-        outputs = [t.name for t in self.config.output]
-        for name in inputs:
-            if name not in consumed:
-                self.fail(f"{where}: ensemble input '{name}' is not used by any step's input_map")
-            if name in producers:
-                self.fail(f"{where}: ensemble input '{name}' must not be produced by a step's output_map")
-        for name in outputs:
-            if name not in producers:
-                self.fail(f"{where}: ensemble output '{name}' is not produced by any step's output_map")
-        for name in sorted(consumed - set(inputs) - set(producers)):
-            self.fail(f"{where}: ensemble tensor '{name}' is consumed but neither an input nor produced by a step")
-        for name in sorted(set(producers) - consumed - set(outputs)):
-            self.fail(f"{where}: ensemble tensor '{name}' is produced but unused; map it to an output or drop it")
 
     # -- instances and metrics ------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from naiad.grpc.stream import StreamSession
 from naiad.limits import GrpcLimits
 from naiad.logs import log_unexpected
 from naiad.memory import trim_soon
+from naiad.overrides import FILE_PREFIX
 from naiad.protocol import grpc_service_pb2 as pb
 from naiad.restrictions import Restriction, Restrictions
 
@@ -120,16 +121,23 @@ class InferenceServicer:
 
     async def repository_model_load(self, request: pb.RepositoryModelLoadRequest) -> pb.RepositoryModelLoadResponse:
         parameters = request.parameters
-        if any(key.startswith("file:") for key in parameters):
-            raise unsupported("loading a model from 'file:' parameters is not supported by naiad yet")
         config = parameters["config"].string_param if "config" in parameters else None
-        await self._dataplane.load_model(request.model_name, config)
+        files: dict[str, bytes] = {}
+        for key, value in parameters.items():
+            if key.startswith(FILE_PREFIX):
+                if value.WhichOneof("parameter_choice") != "bytes_param":
+                    raise invalid_arg(f"File parameter '{key}' must have bytes type for its value")
+                files[key] = value.bytes_param
+        await self._dataplane.load_model(request.model_name, config, files or None)
         return pb.RepositoryModelLoadResponse()
 
     async def repository_model_unload(
         self, request: pb.RepositoryModelUnloadRequest
     ) -> pb.RepositoryModelUnloadResponse:
-        await self._dataplane.unload_model(request.model_name)
+        dependents = (
+            request.parameters["unload_dependents"].bool_param if "unload_dependents" in request.parameters else False
+        )
+        await self._dataplane.unload_model(request.model_name, unload_dependents=dependents)
         return pb.RepositoryModelUnloadResponse()
 
     # -- streaming -----------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""The model-repository extension over HTTP: index, load and unload."""
+"""The model-repository extension over HTTP: index, load (with ``config`` and ``file:`` overrides) and unload."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from starlette.requests import Request
@@ -9,9 +11,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from naiad.dataplane import DataPlane
-from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.errors import NaiadError, invalid_arg
 from naiad.http import nesting
 from naiad.http.status import http_status
+from naiad.overrides import FILE_PREFIX
 
 
 def _error(error: NaiadError) -> Response:
@@ -39,6 +42,21 @@ def _parameters(document: dict[str, Any]) -> dict[str, Any]:
     return parameters
 
 
+def _files(parameters: dict[str, Any]) -> dict[str, bytes]:
+    """The ``file:<path>`` parameters, their base64 content decoded."""
+    files: dict[str, bytes] = {}
+    for key, value in parameters.items():
+        if not key.startswith(FILE_PREFIX):
+            continue
+        if not isinstance(value, str):
+            raise invalid_arg(f"File parameter '{key}' must hold the file's content as a base64 string")
+        try:
+            files[key] = base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise invalid_arg(f"File parameter '{key}' is not valid base64") from None
+    return files
+
+
 def repository_routes(dataplane: DataPlane) -> list[Route]:
     """POST /v2/repository/index and /v2/repository/models/{m}/load|unload."""
 
@@ -55,20 +73,20 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
     async def load(request: Request) -> Response:
         try:
             parameters = _parameters(await _json_body(request))
-            if any(key.startswith("file:") for key in parameters):
-                raise unsupported("loading a model from 'file:' parameters is not supported by naiad yet")
             config = parameters.get("config")
             if config is not None and not isinstance(config, str):
                 raise invalid_arg("the 'config' parameter must be a string holding the model configuration as JSON")
-            await dataplane.load_model(request.path_params["model"], config)
+            files = _files(parameters)
+            await dataplane.load_model(request.path_params["model"], config, files or None)
             return Response(b"", status_code=200)
         except NaiadError as error:
             return _error(error)
 
     async def unload(request: Request) -> Response:
         try:
-            _parameters(await _json_body(request))
-            await dataplane.unload_model(request.path_params["model"])
+            parameters = _parameters(await _json_body(request))
+            dependents = parameters.get("unload_dependents") is True
+            await dataplane.unload_model(request.path_params["model"], unload_dependents=dependents)
             return Response(b"", status_code=200)
         except NaiadError as error:
             return _error(error)

@@ -29,6 +29,11 @@ class Scheduler(ABC):
     def stop(self) -> None:
         """Finish every accepted request, then stop."""
 
+    def ready(self) -> bool:
+        """Whether the scheduler can serve now (one that runs other models' requests asks them); called
+        for model-ready checks, never on the request path."""
+        return True
+
     def stages(self) -> Sequence[ResponseStage]:
         """Response-pipeline stages this scheduler needs, in order (e.g. to release responses in order)."""
         return ()

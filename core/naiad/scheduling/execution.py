@@ -141,7 +141,7 @@ class InstanceRunner:
 
     def _answer_forgotten(self, requests: Sequence[InferenceRequest]) -> None:
         """A non-decoupled request still open when ``execute`` returns would wait forever: fail it."""
-        if not self._decoupled:
+        if not self._decoupled and any(not request.sender.closed for request in requests):
             fail_open(
                 requests,
                 NaiadError(

@@ -12,9 +12,10 @@ from naiad.backend import ErrorCode, NaiadError, datatypes
 from naiad.backend import InferenceRequest as CoreRequest
 from naiad.backend import InferenceResponse as CoreResponse
 from naiad.backend import Tensor as CoreTensor
+from naiad_python.pbutils.errors import ErrorCode as TritonErrorCode
 from naiad_python.pbutils.errors import TritonError
 from naiad_python.pbutils.request import InferenceRequest
-from naiad_python.pbutils.response import InferenceResponse, InferenceResponseSender
+from naiad_python.pbutils.response import InferenceResponse, InferenceResponseSender, ParameterValue
 from naiad_python.pbutils.tensor import Tensor
 from naiad_python.pbutils.types import BYTES
 
@@ -25,21 +26,55 @@ _RESERVED_PARAMETERS = frozenset(
 
 
 def input_tensor(tensor: CoreTensor) -> Tensor:
-    """A request input as a ``pb_utils.Tensor`` sharing the core tensor's array."""
-    return Tensor._wrap(tensor.name, tensor.numpy(), datatypes.from_wire(tensor.datatype).number)
+    """A core tensor (a request input, a BLS output) as a ``pb_utils.Tensor`` sharing its data."""
+    return Tensor._wrap(tensor.name, tensor.numpy(), datatypes.from_wire(tensor.datatype).number, tensor)
 
 
 def output_tensor(tensor: Tensor) -> CoreTensor:
-    """A model output as a core tensor; numeric data is copied, as Triton does when it sends."""
+    """A model output as a core tensor.
+
+    A tensor naiad handed the model goes out as it came in; numeric data the model made is copied,
+    as Triton does when it sends.
+    """
+    if tensor._core is not None:
+        return tensor._core
     number = tensor.triton_dtype()
     data = tensor._wire_array()
     data = datatypes.to_bytes_array(data) if number == BYTES else np.array(data, copy=True, order="C")
     return CoreTensor(tensor.name(), datatypes.BY_NUMBER[number].wire, data)
 
 
+def bls_input(tensor: Tensor) -> CoreTensor:
+    """A BLS request input as a core tensor, by reference: never copied."""
+    if tensor._core is not None:
+        return tensor._core
+    return CoreTensor(tensor.name(), datatypes.BY_NUMBER[tensor.triton_dtype()].wire, tensor._wire_array())
+
+
 def core_error(error: TritonError) -> NaiadError:
     """A ``TritonError`` as a ``NaiadError`` with the same code and message."""
     return NaiadError(error.message(), ErrorCode[error.code().name])
+
+
+def triton_error(error: NaiadError, prefix: str = "") -> TritonError:
+    """A ``NaiadError`` as a ``TritonError`` with the same code, its message after ``prefix``."""
+    return TritonError(prefix + error.message, TritonErrorCode[error.code.name])
+
+
+def bls_response(response: CoreResponse) -> InferenceResponse:
+    """A response to a BLS request as the ``pb_utils.InferenceResponse`` the model gets.
+
+    Its output tensors share the server's data. Parameters other than bool, int and str, which
+    ``pb_utils`` cannot carry, make it an error response, as in Triton.
+    """
+    if response.error is not None:
+        return InferenceResponse(error=triton_error(response.error))
+    parameters: dict[str, ParameterValue] = {}
+    for key, value in response.parameters.items():
+        if not isinstance(value, bool | int | str):
+            return InferenceResponse(error=TritonError(f"Unsupported parameter type for parameter '{key}'."))
+        parameters[key] = value
+    return InferenceResponse([input_tensor(tensor) for tensor in response.outputs], parameters=parameters)
 
 
 def core_response(response: InferenceResponse | None, requested: frozenset[str]) -> CoreResponse | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from naiad.backend import ErrorCode, InstanceContext, ModelInstance, NaiadError, report_compute
 from naiad.backend import InferenceRequest as CoreRequest
-from naiad_python import convert, loader
+from naiad_python import convert, loader, origin
 from naiad_python.backend_model import PythonModel
 from naiad_python.event_loop import EventLoopThread
 from naiad_python.pbutils.errors import TritonError, TritonModelException
@@ -72,6 +72,7 @@ class PythonModelInstance(ModelInstance):
             _log.error("initialize of %s failed", where, exc_info=error)
             self._teardown()
             raise NaiadError(f"Failed to initialize {where}: {describe(error)}", ErrorCode.INTERNAL) from error
+        self._unit.serving = True
 
     def _construct(self, context: InstanceContext) -> Any:
         model_class = getattr(self._unit.module, "TritonPythonModel", None)
@@ -115,14 +116,15 @@ class PythonModelInstance(ModelInstance):
             if execute is None:
                 raise ContractError(f"Python model {self.model_file} does not implement `execute` method.")
             start = time.monotonic_ns()
-            returned = execute(batch)
-            if inspect.iscoroutine(returned):
-                if self.decoupled:  # runs in the background: its compute ends when execute returned it
-                    report_compute(requests, start, time.monotonic_ns())
-                    future = self._loop.submit(returned)
-                    future.add_done_callback(partial(self._background_done, batch))
-                    return
-                returned = self._loop.run(returned)
+            with origin.serving(requests):  # BLS calls made inside are the batch's children
+                returned = execute(batch)
+                if inspect.iscoroutine(returned):
+                    if self.decoupled:  # runs in the background: its compute ends when execute returned it
+                        report_compute(requests, start, time.monotonic_ns())
+                        future = self._loop.submit(returned)  # the coroutine's task copies the context
+                        future.add_done_callback(partial(self._background_done, batch))
+                        return
+                    returned = self._loop.run(returned)
             report_compute(requests, start, time.monotonic_ns())
             self._process_returned(batch, returned)
         except USER_ERRORS as error:
@@ -251,6 +253,7 @@ class PythonModelInstance(ModelInstance):
         if self._finalized:
             return
         self._finalized = True
+        self._unit.serving = False
         method = getattr(self._model, "finalize", None)
         if method is not None:
             try:

@@ -72,6 +72,7 @@ class ModelUnit:
     builtins: dict[str, Any] = field(repr=False)
     module: ModuleType | None = field(default=None, repr=False)
     server: ServerHandle | None = field(default=None, repr=False)
+    serving: bool = False  # from the end of ``initialize`` until ``finalize``: BLS is allowed
     _unload_callbacks: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _decisions: dict[str, str | None] = field(default_factory=dict, repr=False)
 

@@ -229,7 +229,7 @@ def test_inference_response() -> None:
         pb_utils.InferenceResponse(output_tensors=[np.zeros(1)])  # type: ignore[list-item]
 
 
-def test_bls_request_construction_and_unsupported_exec() -> None:
+def test_bls_request_construction_and_exec_outside_a_model() -> None:
     tensor = pb_utils.Tensor("IN", np.zeros(1))
     request = pb_utils.InferenceRequest(
         model_name="other",
@@ -249,9 +249,11 @@ def test_bls_request_construction_and_unsupported_exec() -> None:
     assert request.trace().get_context() is None
     with pytest.raises(TypeError, match="'model_name' argument is required"):
         pb_utils.InferenceRequest(inputs=[], requested_output_names=[])
-    with pytest.raises(pb_utils.TritonModelException, match="not supported by naiad yet"):
+    with pytest.raises(TypeError, match=r"inputs must be a list of pb_utils\.Tensor"):
+        pb_utils.InferenceRequest(model_name="other", inputs=[np.zeros(1)], requested_output_names=[])  # type: ignore[list-item]
+    with pytest.raises(pb_utils.TritonModelException, match=r"only works when called from a model's code"):
         request.exec()
-    with pytest.raises(pb_utils.TritonModelException, match="not supported by naiad yet"):
+    with pytest.raises(RuntimeError, match="no running event loop"):
         request.async_exec(decoupled=True)
     with pytest.raises(pb_utils.TritonModelException, match="response sender"):
         request.get_response_sender()

@@ -1,18 +1,25 @@
 """``pb_utils.InferenceRequest`` and the small classes that travel with it.
 
 An ``InferenceRequest`` is either one naiad hands to ``execute`` (built by the backend with
-:meth:`InferenceRequest._received`) or one a model builds for BLS. BLS execution itself
-(``exec``/``async_exec``) is not implemented yet and raises.
+:meth:`InferenceRequest._received`) or one a model builds for BLS and runs with ``exec`` or
+``async_exec`` (see :mod:`naiad_python.bls`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
 
 from naiad_python.pbutils.errors import TritonModelException, not_supported
-from naiad_python.pbutils.response import InferenceResponseSender, ParameterValue, check_parameters
+from naiad_python.pbutils.response import (
+    InferenceResponse,
+    InferenceResponseSender,
+    ParameterValue,
+    check_parameters,
+)
+from naiad_python.pbutils.response_iterator import ResponseIterator
 from naiad_python.pbutils.tensor import Tensor
 
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
@@ -98,6 +105,12 @@ class InferenceRequest:
                 raise TypeError(f"InferenceRequest(): the '{argument}' argument is required")
         if not isinstance(correlation_id, int | str):
             raise TritonModelException("Correlation ID must be integer or string")
+        for tensor in inputs or []:
+            if not isinstance(tensor, Tensor):
+                raise TypeError(
+                    "InferenceRequest(): inputs must be a list of pb_utils.Tensor, found an item of type "
+                    f"{type(tensor)!s}"
+                )
         self._request_id = request_id
         self._correlation_id: int | str = correlation_id
         self._inputs = list(inputs or [])
@@ -204,13 +217,21 @@ class InferenceRequest:
             raise TritonModelException(f"Unsupported release flags {flags!r}")
         self._release_flags = flags
 
-    def exec(self, decoupled: bool = False) -> object:
-        """BLS: run this request on another model (not supported yet)."""
-        raise not_supported("BLS (InferenceRequest.exec)")
+    def exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
+        """BLS: run this request on ``model_name`` and wait for its response.
 
-    def async_exec(self, decoupled: bool = False) -> object:
-        """BLS from ``async def execute`` (not supported yet)."""
-        raise not_supported("BLS (InferenceRequest.async_exec)")
+        With ``decoupled=True``, an iterator over the responses instead (required for decoupled
+        models). Failures come back as a response whose ``has_error()`` is true.
+        """
+        from naiad_python import bls  # imports this module
+
+        return bls.exec_request(self, decoupled)
+
+    def async_exec(self, decoupled: bool = False) -> asyncio.Future[InferenceResponse | ResponseIterator]:
+        """:meth:`exec` from ``async def execute``: sends the request now, returns an awaitable of the result."""
+        from naiad_python import bls  # imports this module
+
+        return bls.async_exec_request(self, decoupled)
 
 
 def _never() -> bool:

@@ -4,12 +4,14 @@ Every tensor lives in host memory. BYTES tensors are captured when they are buil
 serialises them in the constructor), so changing the source array afterwards does not
 change the tensor; numeric tensors keep a reference to their array, like Triton, and naiad
 copies them when the response is sent. BF16 tensors carry ``uint16`` bit patterns and can
-only be read or written through DLPack.
+only be read or written through DLPack. A tensor naiad hands the model (a request input, a BLS
+output) keeps the server's tensor it wraps, and goes on as that very tensor, without a copy, when
+the model passes it to a response or a BLS request.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -18,13 +20,16 @@ from naiad_python.pbutils import dlpack
 from naiad_python.pbutils.errors import TritonModelException
 from naiad_python.pbutils.types import BF16, BYTES, numpy_to_triton_type
 
+if TYPE_CHECKING:
+    from naiad.backend import Tensor as CoreTensor
+
 _KDL_CPU = 1
 
 
 class Tensor:
     """Input or output data of a request: ``Tensor(name, numpy_array)``."""
 
-    __slots__ = ("_array", "_bytes", "_dtype", "_name")
+    __slots__ = ("_array", "_bytes", "_core", "_dtype", "_name")
 
     def __init__(self, name: str, numpy_array: npt.ArrayLike) -> None:
         if not isinstance(name, str):
@@ -46,15 +51,17 @@ class Tensor:
         self._array: npt.NDArray[Any] = array
         self._dtype = dtype
         self._bytes: npt.NDArray[np.object_] | None = _capture_bytes(array) if dtype == BYTES else None
+        self._core: CoreTensor | None = None
 
     @classmethod
-    def _wrap(cls, name: str, array: npt.NDArray[Any], dtype: int) -> Tensor:
-        """A tensor over an already-validated array (inputs from naiad, DLPack imports)."""
+    def _wrap(cls, name: str, array: npt.NDArray[Any], dtype: int, core: CoreTensor | None = None) -> Tensor:
+        """A tensor over an already-validated array (DLPack imports), or over ``core``'s data."""
         tensor = cls.__new__(cls)
         tensor._name = name
         tensor._array = array
         tensor._dtype = dtype
         tensor._bytes = array if dtype == BYTES else None
+        tensor._core = core
         return tensor
 
     @staticmethod

@@ -1,0 +1,267 @@
+"""One ensemble request: each step is submitted as soon as its inputs are ready, then the outputs answered.
+
+Steps are ordinary requests on their models, submitted through the server's one entry point (so
+they are validated, scheduled, counted and cancellable like any other) with a callback sink: the
+next steps start on the thread that delivered the previous step's response, with no hop through
+an event loop. Tensors move between steps by reference, renamed, never copied.
+
+Each response of a decoupled step starts a *branch*: the steps downstream of that step run once
+per response, on a copy of the tensors known at that point plus that response's outputs (load-time
+checks guarantee nothing downstream also needs a tensor from another branch). A branch whose
+tensors include every ensemble output answers the request: once, with the final flag, for a
+non-decoupled ensemble; once per branch, followed by a flag-only final, for a decoupled one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from naiad.ensemble.graph import EnsembleGraph, Step
+from naiad.errors import ErrorCode, NaiadError
+from naiad.inference import (
+    SEQUENCE_END,
+    SEQUENCE_START,
+    InferenceRequest,
+    InferenceResponse,
+    ParameterValue,
+    ResponseEvent,
+)
+from naiad.sinks import CallbackSink
+from naiad.tensor import Tensor
+
+if TYPE_CHECKING:
+    from naiad.contexts import SchedulerContext
+    from naiad.server_handle import ServerHandle
+
+
+@dataclass(frozen=True, slots=True)
+class EnsemblePlan:
+    """What every request of one ensemble version shares: its graph, and for each step the steps that
+    read its outputs and all the steps downstream of it."""
+
+    graph: EnsembleGraph
+    decoupled: bool
+    consumers_of: tuple[tuple[int, ...], ...]
+    downstream: tuple[frozenset[int], ...]
+
+    @classmethod
+    def of(cls, graph: EnsembleGraph, decoupled: bool) -> EnsemblePlan:
+        consumers_of = tuple(
+            tuple(sorted({c for tensor in step.produces for c in graph.consumers.get(tensor, ())}))
+            for step in graph.steps
+        )
+        return cls(graph, decoupled, consumers_of, tuple(graph.downstream(step.index) for step in graph.steps))
+
+
+@dataclass(eq=False, slots=True)
+class _Branch:
+    """The ensemble tensors one line of responses has produced, and the steps it has yet to start."""
+
+    tensors: dict[str, Tensor]
+    pending: set[int]
+    answered: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class _Call:
+    """One step request in flight."""
+
+    request: InferenceRequest | None = None
+    done: bool = False
+
+
+@dataclass(eq=False)
+class EnsembleRun:
+    """Runs one ensemble request; ``on_idle`` is called once no step of it is in flight any more."""
+
+    plan: EnsemblePlan
+    server: ServerHandle
+    request: InferenceRequest
+    context: SchedulerContext  # reports the run as the request's execution, for the statistics
+    on_idle: Callable[[], None]
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _in_flight: int = 0
+    _calls: set[_Call] = field(default_factory=set)
+    _done: bool = False  # the final flag was sent (or is being sent)
+    _started_ns: int = 0
+    _parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    _absent: frozenset[str] = frozenset()  # optional ensemble inputs the request left out
+    _root: _Branch | None = None
+
+    def start(self) -> None:
+        request = self.request
+        self._started_ns = self.context.execution_started((request,))
+        self._parameters = _step_parameters(request)
+        self._absent = frozenset(name for name in self.plan.graph.inputs if name not in request.inputs)
+        steps = range(len(self.plan.graph.steps))
+        branch = self._root = _Branch(dict(request.inputs), set(steps))
+        request.cancellation.add_callback(self._cancelled)
+        with self._lock:
+            self._in_flight += 1  # held until the first steps are submitted
+            ready = self._take_ready(branch, steps)
+        self._submit_all(branch, ready)
+        self._step_ended()
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def _take_ready(self, branch: _Branch, candidates: Iterable[int]) -> list[Step]:
+        """Those of ``candidates`` the branch has yet to start whose inputs are all known, now counted
+        in flight (lock held)."""
+        if self._done:
+            return []
+        steps = self.plan.graph.steps
+        tensors = branch.tensors
+        absent = self._absent
+        ready = []
+        for index in candidates:
+            step = steps[index]
+            if index in branch.pending and all(t in tensors or t in absent for t in step.consumes):
+                branch.pending.discard(index)
+                ready.append(step)
+        self._in_flight += len(ready)
+        return ready
+
+    def _submit_all(self, branch: _Branch, steps: list[Step]) -> None:
+        for step in steps:
+            self._submit(branch, step)
+
+    def _submit(self, branch: _Branch, step: Step) -> None:
+        call = _Call()
+        tensors = branch.tensors
+        inputs = [_renamed(tensors[tensor], name) for name, tensor in step.input_map if tensor in tensors]
+        try:
+            model = self.server.resolve(step.model_name, step.version)
+            decoupled = model.decoupled
+            sink = CallbackSink(lambda event: self._step_event(branch, step, call, decoupled, event))
+            request = self.server.submit(
+                model,
+                inputs,
+                sink,
+                outputs=list(step.output_map),
+                request_id=self.request.id,
+                parameters=self._parameters,
+                parent=self.request,
+            )
+        except NaiadError as error:
+            self._fail(error)
+            self._step_ended()
+            return
+        with self._lock:
+            if not call.done:
+                call.request = request
+                self._calls.add(call)
+
+    def _step_event(self, branch: _Branch, step: Step, call: _Call, decoupled: bool, event: ResponseEvent) -> None:
+        response = event.response
+        if response is not None and response.error is not None:
+            self._fail(response.error)
+        elif response is not None and (response.outputs or not decoupled):
+            names = step.output_map
+            produced = {names[t.name]: _renamed(t, names[t.name]) for t in response.outputs if t.name in names}
+            consumers = self.plan.consumers_of[step.index]
+            if decoupled:  # a branch of its own: the downstream steps run once per response
+                with self._lock:
+                    child = _Branch({**branch.tensors, **produced}, set(self.plan.downstream[step.index]))
+                    ready = self._take_ready(child, consumers)
+                self._branch_progressed(child, ready)
+            else:
+                with self._lock:
+                    branch.tensors.update(produced)
+                    ready = self._take_ready(branch, consumers)
+                self._branch_progressed(branch, ready)
+        if event.final:
+            with self._lock:
+                call.done = True
+                call.request = None  # the step request holds this call through its sink: no cycle
+                self._calls.discard(call)
+            self._step_ended()
+
+    def _branch_progressed(self, branch: _Branch, ready: list[Step]) -> None:
+        if self.plan.decoupled and not branch.answered and self._complete(branch):
+            branch.answered = True
+            self._send(self._response(branch), final=False)
+        self._submit_all(branch, ready)
+
+    def _step_ended(self) -> None:
+        """One fewer step in flight; the last one answers the request (if nothing did) and frees the run."""
+        with self._lock:
+            self._in_flight -= 1
+            if self._in_flight:
+                return
+            finishing = not self._done
+            self._done = True
+        if finishing:
+            self._finish()
+        self.request.cancellation.remove_callback(self._cancelled)
+        self.on_idle()
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        if self.plan.decoupled:
+            self._send(None, final=True)
+            return
+        # A non-decoupled ensemble has one branch; it is complete unless a step sent no outputs.
+        branch = self._root
+        if branch is not None and self._complete(branch):
+            self._send(self._response(branch), final=True)
+            return
+        self._send(
+            InferenceResponse(
+                error=NaiadError(
+                    f"in ensemble '{self.plan.graph.name}', unexpected deadlock, at least one output is not set "
+                    "while no more ensemble steps can be made",
+                    ErrorCode.INVALID_ARG,
+                )
+            ),
+            final=True,
+        )
+
+    def _fail(self, error: NaiadError) -> None:
+        """Answer the error now (once); steps still in flight are cancelled and their answers dropped."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            calls = [call.request for call in self._calls if call.request is not None]
+        for request in calls:
+            request.cancel()
+        message = f"in ensemble '{self.plan.graph.name}', {error.message}"
+        self._send(InferenceResponse(error=NaiadError(message, error.code)), final=True)
+
+    def _cancelled(self) -> None:
+        self._fail(NaiadError("Request was cancelled", ErrorCode.CANCELLED))
+
+    def _send(self, response: InferenceResponse | None, *, final: bool) -> None:
+        if final:
+            self.context.execution_ended((self.request,), self._started_ns)
+        self.request.sender.send(response, final=final)
+
+    def _complete(self, branch: _Branch) -> bool:
+        return all(name in branch.tensors for name in self.plan.graph.outputs)
+
+    def _response(self, branch: _Branch) -> InferenceResponse:
+        wanted = self.request.requested_outputs
+        return InferenceResponse([branch.tensors[name] for name in self.plan.graph.outputs if name in wanted])
+
+
+def _renamed(tensor: Tensor, name: str) -> Tensor:
+    """The same data under another name (no copy)."""
+    return Tensor(name, tensor.datatype, tensor.data, tensor.memory, tensor.device_id)
+
+
+def _step_parameters(request: InferenceRequest) -> dict[str, ParameterValue]:
+    """What every step inherits: the custom parameters, priority, timeout and sequence settings."""
+    parameters: dict[str, ParameterValue] = dict(request.parameters)
+    if request.priority:
+        parameters["priority"] = request.priority
+    if request.timeout_us:
+        parameters["timeout"] = request.timeout_us
+    if request.correlation_id:
+        parameters["sequence_id"] = request.correlation_id
+        parameters["sequence_start"] = bool(request.flags & SEQUENCE_START)
+        parameters["sequence_end"] = bool(request.flags & SEQUENCE_END)
+    return parameters

@@ -1,0 +1,93 @@
+"""The batch a python model's ``execute`` serves: the parent of the BLS requests made for it.
+
+:func:`serving` marks the batch for the code that runs inside it: ``execute`` itself, the
+coroutines it awaits, the tasks it starts (they copy the context) and threads it starts in a copied
+context (``contextvars.copy_context().run``). A BLS request made there is a child of the batch: it
+inherits the batch's lineage, for the server's cycle check, and its cancellation.
+
+A batch of one request is that request. A batch of several is stood for by a parent whose lineage
+joins theirs and which is cancelled once every request of the batch is: a BLS call may serve any of
+them, so it stops only when none is left to serve.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from naiad.backend import CancellationToken, InferenceRequest, ResponseEvent, ResponseSender
+
+
+class _Batch:
+    """The requests of one ``execute`` call and, once asked for, their parent."""
+
+    __slots__ = ("_parent", "_requests")
+
+    def __init__(self, requests: Sequence[InferenceRequest]) -> None:
+        self._requests = requests
+        self._parent: InferenceRequest | None = None
+
+    def parent(self) -> InferenceRequest:
+        if self._parent is None:
+            self._parent = self._requests[0] if len(self._requests) == 1 else _batch_parent(self._requests)
+        return self._parent
+
+
+_current: ContextVar[_Batch | None] = ContextVar("naiad_python_batch", default=None)
+
+
+@contextmanager
+def serving(requests: Sequence[InferenceRequest]) -> Iterator[None]:
+    """Code run inside the block serves ``requests``."""
+    token = _current.set(_Batch(requests))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current_parent() -> InferenceRequest | None:
+    """The request the running code serves, or None outside any ``execute``'s context."""
+    batch = _current.get()
+    return None if batch is None else batch.parent()
+
+
+class _Countdown:
+    """Cancels ``token`` once :meth:`tick` has been called ``count`` times, from any threads."""
+
+    __slots__ = ("_count", "_lock", "_token")
+
+    def __init__(self, count: int, token: CancellationToken) -> None:
+        self._count = count
+        self._token = token
+        self._lock = threading.Lock()
+
+    def tick(self) -> None:
+        with self._lock:
+            self._count -= 1
+            finished = self._count == 0
+        if finished:
+            self._token.cancel()
+
+
+def _discard(event: ResponseEvent) -> None:
+    """The stand-in parent is never answered."""
+
+
+def _batch_parent(requests: Sequence[InferenceRequest]) -> InferenceRequest:
+    """A request standing for a batch of several: the parent of the BLS requests made for it."""
+    cancellation = CancellationToken()
+    countdown = _Countdown(len(requests), cancellation)
+    for request in requests:
+        request.cancellation.add_callback(countdown.tick)
+    first = requests[0]
+    return InferenceRequest(
+        model_name=first.model_name,
+        model_version=first.model_version,
+        inputs={},
+        requested_outputs={},
+        sender=ResponseSender(_discard, cancellation=cancellation),
+        lineage=tuple(dict.fromkeys(name for request in requests for name in request.lineage)),
+    )

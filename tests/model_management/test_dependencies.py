@@ -1,0 +1,72 @@
+"""Models that need others (an ensemble's steps): in explicit mode a load brings in what the model
+needs; an unload takes the models that need it along, and with ``unload_dependents`` also the
+models it needs that nothing else still uses (Triton 2.51's behaviour)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from naiad.testing import ModelRepositoryBuilder, ServerProcess
+
+from .helpers import identity_config, identity_files, infer
+
+ENSEMBLE = """
+platform: "ensemble"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "step" model_version: -1
+  input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" }
+} ] }
+"""
+
+
+@pytest.fixture
+def server(model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]) -> ServerProcess:
+    model_repository.add_model("step", identity_config(), identity_files(1))
+    model_repository.add_model("pipeline", ENSEMBLE, identity_files(1))
+    model_repository.add_model("bystander", identity_config(), identity_files(1))
+    return naiad_server(model_repository.root, args=("--model-control-mode=explicit", "--load-model=bystander"))
+
+
+def _ready(client: Any) -> set[str]:
+    return {name for name in ("step", "pipeline", "bystander") if client.is_model_ready(name)}
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_load_brings_in_what_the_model_needs_and_unload_takes_dependents(server: ServerProcess, protocol: str) -> None:
+    client: Any = (
+        httpclient.InferenceServerClient(server.http_url)
+        if protocol == "http"
+        else grpcclient.InferenceServerClient(server.grpc_url)
+    )
+    client.load_model("pipeline")
+    assert _ready(client) == {"step", "pipeline", "bystander"}
+    assert infer(client, "pipeline", [1.0, 2.0]).tolist() == [1.0, 2.0]
+
+    client.unload_model("step")  # the ensemble cannot run without it
+    assert _ready(client) == {"bystander"}
+
+    client.load_model("pipeline")
+    client.unload_model("pipeline")  # without unload_dependents the step stays
+    assert _ready(client) == {"step", "bystander"}
+
+    client.load_model("pipeline")
+    client.unload_model("pipeline", unload_dependents=True)
+    assert _ready(client) == {"bystander"}
+
+
+def test_startup_with_load_model_loads_what_it_needs(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    model_repository.add_model("step", identity_config(), identity_files(1))
+    model_repository.add_model("pipeline", ENSEMBLE, identity_files(1))
+    server = naiad_server(model_repository.root, args=("--model-control-mode=explicit", "--load-model=pipeline"))
+    client = httpclient.InferenceServerClient(server.http_url)
+    assert infer(client, "pipeline", [3.0]).tolist() == [3.0]
+    assert client.is_model_ready("step")

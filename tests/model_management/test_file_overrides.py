@@ -1,0 +1,131 @@
+"""Loading a model from the load request's ``file:`` parameters, over HTTP (base64) and gRPC (bytes):
+it loads from a fresh temporary folder, never the repository, which goes when the model does."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+
+from .helpers import identity_config, identity_files, infer, wait_until
+
+DOUBLER = b"""
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * 2)]
+            )
+            for r in requests
+        ]
+"""
+
+CONFIG = json.dumps(
+    {
+        "backend": "python",
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("overrides")
+
+
+@pytest.fixture(scope="module")
+def server(workspace: Path) -> Iterator[ServerProcess]:
+    """An explicit-mode server whose temporary folders go to ``workspace/tmp``, where the tests see them."""
+    repository = ModelRepositoryBuilder(workspace / "models")
+    repository.add_model("plain", identity_config(), identity_files(1))
+    (workspace / "tmp").mkdir()
+    process = start_server(
+        [repository.root], "--model-control-mode=explicit", "--load-model=plain", env={"TMPDIR": str(workspace / "tmp")}
+    )
+    yield process
+    process.stop()
+
+
+def _client(server: ServerProcess, protocol: str) -> Any:
+    if protocol == "http":
+        return httpclient.InferenceServerClient(server.http_url)
+    return grpcclient.InferenceServerClient(server.grpc_url)
+
+
+def _override_folders(workspace: Path) -> list[Path]:
+    return list((workspace / "tmp").glob("naiad-override-*"))
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_model_loads_from_its_files_and_its_folder_goes_with_it(
+    server: ServerProcess, workspace: Path, protocol: str
+) -> None:
+    client = _client(server, protocol)
+    name = f"uploaded_{protocol}"
+    client.load_model(name, config=CONFIG, files={"file:1/model.py": DOUBLER})
+    assert infer(client, name, [1.0, 2.5]).tolist() == [2.0, 5.0]
+    assert not (workspace / "models" / name).exists()  # the repository is untouched
+    assert len(_override_folders(workspace)) == 1
+
+    client.load_model(name, config=CONFIG, files={"file:1/model.py": DOUBLER})  # a reload replaces the folder
+    assert len(_override_folders(workspace)) == 1
+    client.unload_model(name)
+    wait_until(lambda: not _override_folders(workspace), what="the override folder to be removed")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("path", ["../escape.py", "1/../../escape.py", "/tmp/escape.py", "", "1\\..\\..\\escape.py"])
+def test_paths_that_leave_the_model_folder_are_refused(
+    server: ServerProcess, workspace: Path, protocol: str, path: str
+) -> None:
+    client = _client(server, protocol)
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("sneaky", config=CONFIG, files={"file:1/model.py": DOUBLER, f"file:{path}": b"x = 1"})
+    status = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
+    assert caught.value.status() == status
+    assert f"Invalid file parameter 'file:{path}'" in caught.value.message()
+    assert str(workspace) not in caught.value.message()
+    assert "naiad-override" not in caught.value.message()
+    assert not _override_folders(workspace)
+    assert not list(workspace.rglob("escape.py"))
+    assert not client.is_model_ready("sneaky")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_files_need_a_config(server: ServerProcess, protocol: str) -> None:
+    client = _client(server, protocol)
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("configless", files={"file:1/model.py": DOUBLER})
+    assert caught.value.message() == "Load parameter 'config' must be specified for model file override"
+
+
+def test_a_plain_load_after_an_override_loads_from_the_repository(server: ServerProcess, workspace: Path) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    client.load_model("plain", config=CONFIG, files={"file:1/model.py": DOUBLER})
+    assert infer(client, "plain", [3.0]).tolist() == [6.0]
+    client.load_model("plain")
+    assert infer(client, "plain", [3.0]).tolist() == [3.0]
+    wait_until(lambda: not _override_folders(workspace), what="the replaced override folder to be removed")
+
+
+def test_bad_base64_is_refused(server: ServerProcess) -> None:
+    body = json.dumps({"parameters": {"config": CONFIG, "file:1/model.py": "not base64!"}}).encode()
+    request = urllib.request.Request(f"http://{server.http_url}/v2/repository/models/bad/load", data=body)
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request)
+    assert caught.value.code == 400
+    assert json.loads(caught.value.read()) == {"error": "File parameter 'file:1/model.py' is not valid base64"}
