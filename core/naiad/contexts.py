@@ -141,9 +141,11 @@ class SchedulerContext:
         self.server = server
         self._statistics = statistics
 
-    def execution_started(self, requests: Sequence[InferenceRequest]) -> int:
-        """``requests`` start executing now; returns the start time to pass to :meth:`execution_ended`."""
-        start = time.monotonic_ns()
+    def execution_started(self, requests: Sequence[InferenceRequest], at_ns: int | None = None) -> int:
+        """``requests`` start executing now (or started at ``at_ns``, ``time.monotonic_ns``, for a scheduler
+        that reports an execution once it knows it succeeded); returns the start time to pass to
+        :meth:`execution_ended`."""
+        start = time.monotonic_ns() if at_ns is None else at_ns
         if self._statistics is not None:
             self._statistics.started(requests, start)
         return start

@@ -292,19 +292,18 @@ class ModelLifecycle:
                     self._unload_version(status)
                 _drop_override(record)
                 return
+            # Versions the model no longer has stay listed while they unload, then as unloaded.
+            gone = {v: s for v, s in old.items() if v not in record.versions and (s.ready or s.reason == "unloaded")}
+            record.versions = dict(sorted({**gone, **record.versions}.items()))
             self.store(record)
             if previous is not None:
-                self._retire(previous, record)
+                self._retire(previous, record, kept)
 
-    def _retire(self, previous: ModelRecord, record: ModelRecord) -> None:
-        """Unload what ``record`` replaced; versions it no longer has stay listed as unloaded."""
+    def _retire(self, previous: ModelRecord, record: ModelRecord, kept: Mapping[int, VersionStatus]) -> None:
+        """Unload the previous versions the model did not keep serving as they are."""
         for version, status in previous.versions.items():
-            if record.versions.get(version) is not status:
+            if kept.get(version) is not status:
                 self._unload_version(status)
-        gone = {v: s for v, s in previous.versions.items() if v not in record.versions and s.reason == "unloaded"}
-        if gone:
-            with self._lock:
-                record.versions = {**gone, **record.versions}
         if previous.override_dir != record.override_dir:
             _drop_override(previous)
 

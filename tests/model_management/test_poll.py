@@ -56,8 +56,8 @@ def test_added_and_removed_versions(model_repository: ModelRepositoryBuilder, po
     assert client.is_model_ready("versioned", "1")
 
     shutil.rmtree(model_repository.root / "versioned" / "2")
-    wait_until(lambda: not client.is_model_ready("versioned", "2"), what="the removed version to unload")
-    assert index(client)[("versioned", "2")] == "UNAVAILABLE"
+    wait_until(lambda: index(client).get(("versioned", "2")) == "UNAVAILABLE", what="version 2 to unload, listed")
+    assert not client.is_model_ready("versioned", "2")
     assert infer(client, "versioned", [3.0]).tolist() == [3.0]  # version 1 serves on
 
 

@@ -184,6 +184,13 @@ def sleeper_config(add: float, delay_s: float) -> str:
     return python_config([tensor("X", "TYPE_FP32", "[ 4 ]")], [tensor("Y", "TYPE_FP32", "[ 4 ]")], parameters)
 
 
+def documented_pipeline() -> str:
+    """The ensemble config shown in docs/pipelines.md (the first code block of its Ensembles section)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "pipelines.md").read_text()
+    section = page.split("## Ensembles", 1)[1]
+    return section.split("```", 2)[1].strip()
+
+
 def build_repository(root: Path) -> Path:
     """Every model the ensemble tests use, the broken ensembles included."""
     builder = ModelRepositoryBuilder(root)
@@ -200,21 +207,7 @@ def build_repository(root: Path) -> Path:
         DESCRIBE,
         python_config([tensor("SCORES", "TYPE_FP32", "[ 4 ]")], [tensor("LABEL", "TYPE_STRING", "[ 1 ]")]),
     )
-    text_in = tensor("TEXT", "TYPE_STRING", "[ 1 ]")
-    label_out = tensor("LABEL", "TYPE_STRING", "[ 1 ]")
-    builder.add_model(
-        "pipeline",
-        ensemble(
-            [text_in],
-            [label_out, tensor("SCORES", "TYPE_FP32", "[ 4 ]")],
-            [
-                step("tokenize", {"TEXT": "TEXT"}, {"FEATURES": "features"}),
-                step("scale", {"FEATURES": "features"}, {"SCORES": "SCORES"}),
-                step("describe", {"SCORES": "SCORES"}, {"LABEL": "LABEL"}),
-            ],
-        ),
-        {"1/.keep": ""},
-    )
+    builder.add_model("pipeline", documented_pipeline(), {"1/.keep": ""})
     builder.add_python_model("slow_a", SLEEP_AND_ADD, sleeper_config(1, 0.2))
     builder.add_python_model("slow_b", SLEEP_AND_ADD, sleeper_config(100, 0.2))
     builder.add_python_model("add_one", SLEEP_AND_ADD, sleeper_config(1, 0))

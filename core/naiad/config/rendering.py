@@ -15,7 +15,9 @@ Matches Triton 2.51 (protocol-http.md §6), checked against a real server:
 * floats are printed in their shortest form, integral ones as integers
   (``[0, 1]``, as Triton's ``0``/``1`` parse in Python);
 * map entries sorted by key (numerically for integer keys); Triton's order is
-  that of its hash maps, i.e. arbitrary.
+  that of its hash maps, i.e. arbitrary;
+* fields Triton 2.51's schema lacks (``ensemble_scheduling.max_inflight_requests``)
+  are printed only when set.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ _INT64_TYPES = frozenset(
         FieldDescriptor.TYPE_SFIXED64,
     }
 )
+
+# Fields newer than Triton 2.51's schema: printed only when set, so a default config renders as 2.51's.
+_NEWER_THAN_2_51 = frozenset({"inference.ModelEnsembling.max_inflight_requests"})
 
 # Full names of the 64-bit fields Triton renders as JSON numbers (``ModelConfigToJson``).
 _INT64_AS_NUMBER = frozenset(
@@ -91,7 +96,7 @@ def message_to_json_dict(message: Message) -> dict[str, Any]:
         elif field.message_type is not None:
             if message.HasField(field.name):
                 out[field.name] = _scalar_or_message(field, value)
-        else:
+        elif field.full_name not in _NEWER_THAN_2_51 or value:
             out[field.name] = _scalar_or_message(field, value)
     for field in oneof_scalars:
         if message.HasField(field.name):

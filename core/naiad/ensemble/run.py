@@ -15,6 +15,7 @@ non-decoupled ensemble; once per branch, followed by a flag-only final, for a de
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -90,10 +91,11 @@ class EnsembleRun:
     _parameters: dict[str, ParameterValue] = field(default_factory=dict)
     _absent: frozenset[str] = frozenset()  # optional ensemble inputs the request left out
     _root: _Branch | None = None
+    _succeeded: bool = True  # no step failed and the request was not cancelled
 
     def start(self) -> None:
         request = self.request
-        self._started_ns = self.context.execution_started((request,))
+        self._started_ns = time.monotonic_ns()
         self._parameters = _step_parameters(request)
         self._absent = frozenset(name for name in self.plan.graph.inputs if name not in request.inputs)
         steps = range(len(self.plan.graph.steps))
@@ -209,6 +211,7 @@ class EnsembleRun:
         if branch is not None and self._complete(branch):
             self._send(self._response(branch), final=True)
             return
+        self._succeeded = False
         self._send(
             InferenceResponse(
                 error=NaiadError(
@@ -226,6 +229,7 @@ class EnsembleRun:
             if self._done:
                 return
             self._done = True
+            self._succeeded = False
             calls = [call.request for call in self._calls if call.request is not None]
         for request in calls:
             request.cancel()
@@ -236,16 +240,25 @@ class EnsembleRun:
         self._fail(NaiadError("Request was cancelled", ErrorCode.CANCELLED))
 
     def _send(self, response: InferenceResponse | None, *, final: bool) -> None:
-        if final:
-            self.context.execution_ended((self.request,), self._started_ns)
+        if final and self._succeeded:  # as in Triton, a failed ensemble request counts no execution
+            start = self.context.execution_started((self.request,), at_ns=self._started_ns)
+            self.context.execution_ended((self.request,), start)
         self.request.sender.send(response, final=final)
 
     def _complete(self, branch: _Branch) -> bool:
         return all(name in branch.tensors for name in self.plan.graph.outputs)
 
     def _response(self, branch: _Branch) -> InferenceResponse:
-        wanted = self.request.requested_outputs
-        return InferenceResponse([branch.tensors[name] for name in self.plan.graph.outputs if name in wanted])
+        request = self.request
+        wanted = request.requested_outputs
+        outputs = [branch.tensors[name] for name in self.plan.graph.outputs if name in wanted]
+        # Triton's ensembles answer with the request's sequence settings as response parameters.
+        parameters: dict[str, ParameterValue] = {
+            "sequence_id": request.correlation_id,
+            "sequence_start": bool(request.flags & SEQUENCE_START),
+            "sequence_end": bool(request.flags & SEQUENCE_END),
+        }
+        return InferenceResponse(outputs, parameters=parameters)
 
 
 def _renamed(tensor: Tensor, name: str) -> Tensor:
