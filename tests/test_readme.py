@@ -61,3 +61,20 @@ def test_readme_tritonclient_snippets(example_server: ServerProcess) -> None:
     snippets = [body for language, body in BLOCKS if language == "python" and "tritonclient" in body]
     assert _run_snippet(snippets[0], example_server).strip() == "[11. 12. 13. 14.] [-9. -8. -7. -6.]"
     assert _run_snippet(snippets[1], example_server).split() == ["the", "quick", "brown", "fox"]
+
+
+def test_readme_chat_completion(tmp_path: Path) -> None:
+    from naiad_llm.testing import build_tiny_model, write_model_repository
+
+    model_dir = write_model_repository(tmp_path / "models", "llm_tiny", "tiny-llama")
+    build_tiny_model(model_dir / "1" / "tiny-llama")
+    snippet = next(body for language, body in BLOCKS if language == "python" and "chat.completions" in body)
+    server = start_server([tmp_path / "models"], timeout=120)
+    try:
+        code = snippet.replace("http://localhost:8000/v1", f"http://{server.http_url}/v1")
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "README.md", "exec"), {})
+    finally:
+        server.stop()
+    assert printed.getvalue().split() == ["length", "8"]

@@ -39,6 +39,7 @@ from naiad.inference import (
     report_compute,
 )
 from naiad.metrics.custom import Metric, MetricFamily, MetricKind
+from naiad.models import ServingModel
 from naiad.pipeline import ResponseStage
 from naiad.protocol.model_config_pb2 import (
     DataType,
@@ -101,6 +102,7 @@ __all__ = [
     "Scheduler",
     "SchedulerContext",
     "ServerHandle",
+    "ServingModel",
     "Tensor",
     "TensorInstance",
     "build_scheduler",

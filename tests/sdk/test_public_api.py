@@ -56,6 +56,7 @@ SDK = [
     "Scheduler",
     "SchedulerContext",
     "ServerHandle",
+    "ServingModel",
     "Tensor",
     "TensorInstance",
     "build_scheduler",

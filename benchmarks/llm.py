@@ -1,0 +1,214 @@
+"""What serving costs an LLM engine: naiad's streaming against the same engine driven in-process.
+
+The tiny model of ``naiad_llm.testing`` (built on the spot, no download) on the transformers engine,
+served by one naiad server from a Triton-style repository. 16 concurrent clients each send their
+share of the requests one after the other, greedy with ``ignore_eos`` so every request produces
+exactly ``--max-tokens`` tokens:
+
+* served: each client is a tritonclient gRPC stream (``ModelStreamInfer``, ``stream: true``);
+* alone: the same engine class with the same settings, in this process, 16 asyncio tasks calling
+  ``Engine.generate`` with the same requests.
+
+Each round measures both in turn (so load changes on a shared machine hit them alike); the report
+is the median over rounds of output tokens per second and of the median time to first token.
+
+    python benchmarks/llm.py [--rounds 3] [--requests 64] [--max-tokens 32]
+
+Targets: served tokens/s at least 0.9x the engine alone; time to first token at most 5 ms more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import queue
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+from harness import print_table
+
+from naiad.testing import ServerProcess, start_server
+from naiad_llm.engine import GenerationRequest
+from naiad_llm.engines import create_engine
+from naiad_llm.repository import read_model_spec
+from naiad_llm.sampling import parse_sampling
+from naiad_llm.testing import CORPUS, build_tiny_model, write_model_repository
+
+MODEL = "tiny"
+CLIENTS = 16
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measurement: output tokens per second, each request's time to first token (seconds), and
+    the CPU time the engine's process spent per 1000 tokens (machines here are shared: CPU time is
+    what load on other processes changes least)."""
+
+    tokens_per_s: float
+    ttft: list[float]
+    cpu_ms_per_1k: float
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` and all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _prompts(requests: int) -> list[str]:
+    return [CORPUS[index % len(CORPUS)] for index in range(requests)]
+
+
+def _shares(prompts: list[str]) -> list[list[str]]:
+    return [prompts[client::CLIENTS] for client in range(CLIENTS)]
+
+
+def _tensor(name: str, value: Any, datatype: str) -> grpcclient.InferInput:
+    data = np.array([value], dtype=np.object_ if datatype == "BYTES" else bool)
+    tensor = grpcclient.InferInput(name, [1], datatype)
+    tensor.set_data_from_numpy(data)
+    return tensor
+
+
+def _client(url: str, prompts: list[str], sampling: str, ttft: list[float], tokens: list[int]) -> None:
+    """One client: a gRPC stream, its requests one after the other."""
+    responses: queue.Queue[tuple[float, Any]] = queue.Queue()
+    client = grpcclient.InferenceServerClient(url)
+    client.start_stream(callback=lambda result, error: responses.put((time.perf_counter(), error or result)))
+    try:
+        for prompt in prompts:
+            inputs = [
+                _tensor("text_input", prompt.encode(), "BYTES"),
+                _tensor("sampling_parameters", sampling.encode(), "BYTES"),
+                _tensor("stream", True, "BOOL"),
+                _tensor("return_num_output_tokens", True, "BOOL"),
+            ]
+            sent = time.perf_counter()
+            client.async_stream_infer(MODEL, inputs, enable_empty_final_response=True)
+            first = None
+            while True:
+                received, result = responses.get(timeout=120)
+                if isinstance(result, Exception):
+                    raise result
+                count = result.as_numpy("num_output_tokens")
+                if count is not None and int(count.sum()) > 0:
+                    tokens.append(int(count.sum()))
+                    first = first if first is not None else received - sent
+                if result.get_response().parameters["triton_final_response"].bool_param:
+                    break
+            assert first is not None, "a request produced no token"
+            ttft.append(first)
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+def served(server: ServerProcess, prompts: list[str], sampling: str) -> Run:
+    ttft: list[float] = []
+    tokens: list[int] = []
+    threads = [
+        threading.Thread(target=_client, args=(server.grpc_url, share, sampling, ttft, tokens))
+        for share in _shares(prompts)
+    ]
+    cpu, started = _cpu_seconds(server.process.pid), time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed, cpu = time.perf_counter() - started, _cpu_seconds(server.process.pid) - cpu
+    assert len(ttft) == len(prompts), "a client failed; see its traceback above"
+    return Run(sum(tokens) / elapsed, ttft, cpu * 1e6 / sum(tokens))
+
+
+async def alone(engine: Any, prompts: list[str], sampling: dict[str, Any]) -> Run:
+    settings, _ = parse_sampling(sampling, strict=True)
+    ttft: list[float] = []
+    tokens = 0
+
+    async def client(index: int, share: list[str]) -> None:
+        nonlocal tokens
+        for number, prompt in enumerate(share):
+            sent = time.perf_counter()
+            first = None
+            request = GenerationRequest(f"alone-{index}-{number}-{sent}", prompt, settings)
+            async for output in engine.generate(request):
+                if output.token_ids and first is None:
+                    first = time.perf_counter() - sent
+                tokens += len(output.token_ids)
+            assert first is not None, "a request produced no token"
+            ttft.append(first)
+
+    cpu, started = _cpu_seconds(os.getpid()), time.perf_counter()
+    await asyncio.gather(*(client(index, share) for index, share in enumerate(_shares(prompts))))
+    elapsed, cpu = time.perf_counter() - started, _cpu_seconds(os.getpid()) - cpu
+    return Run(tokens / elapsed, ttft, cpu * 1e6 / tokens)
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """The loop naiad serves on (uvloop when installed), so both drivers hand tokens over alike."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=64, help="requests per measurement, over 16 clients")
+    parser.add_argument("--max-tokens", type=int, default=32)
+    arguments = parser.parse_args()
+    sampling = {"max_tokens": arguments.max_tokens, "temperature": 0, "ignore_eos": True}
+    prompts = _prompts(arguments.requests)
+    runs: dict[str, list[Run]] = {"alone": [], "served": []}
+    with tempfile.TemporaryDirectory() as folder:
+        model = build_tiny_model(Path(folder) / "model")
+        repository = Path(folder) / "models"
+        write_model_repository(repository, MODEL, model)
+        spec = read_model_spec("llm", MODEL, repository / MODEL / "1", "cpu")
+        server = start_server([repository], timeout=300)
+        runner = asyncio.Runner(loop_factory=_new_loop)
+        engine = create_engine(spec.engine, spec.settings)
+        try:
+            runner.run(engine.start())
+            served(server, prompts[:CLIENTS], json.dumps(sampling))  # warm-up
+            runner.run(alone(engine, prompts[:CLIENTS], sampling))
+            for _ in range(arguments.rounds):
+                runs["alone"].append(runner.run(alone(engine, prompts, sampling)))
+                runs["served"].append(served(server, prompts, json.dumps(sampling)))
+        finally:
+            runner.run(engine.stop())
+            runner.close()
+            server.stop()
+    rows = []
+    for name, measured in runs.items():
+        throughput = statistics.median(run.tokens_per_s for run in measured)
+        ttft_ms = statistics.median(statistics.median(run.ttft) * 1e3 for run in measured)
+        cpu = statistics.median(run.cpu_ms_per_1k for run in measured)
+        rows.append((name, throughput, ttft_ms, cpu))
+    print_table(
+        f"{CLIENTS} streaming clients, {arguments.requests} requests of {arguments.max_tokens} tokens, "
+        f"tiny model on the transformers engine (median of {arguments.rounds} rounds)",
+        ["driver", "tokens/s", "TTFT p50 ms", "engine process CPU ms / 1k tokens"],
+        rows,
+    )
+    (_, alone_tps, alone_ttft, alone_cpu), (_, served_tps, served_ttft, served_cpu) = rows
+    print_table(
+        "naiad against the engine alone (targets: >= 0.9x tokens/s, <= 5 ms more TTFT p50)",
+        ["tokens/s ratio", "TTFT p50 overhead ms", "CPU ratio"],
+        [(served_tps / alone_tps, served_ttft - alone_ttft, served_cpu / alone_cpu)],
+    )
+
+
+if __name__ == "__main__":
+    main()
