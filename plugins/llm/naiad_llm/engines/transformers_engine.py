@@ -154,7 +154,7 @@ class TransformersEngine(Engine):
                     raise NaiadError(
                         f"model '{self._settings.model_name}': generation failed: {result.error}", ErrorCode.INTERNAL
                     )
-                stream.update(result.generated_tokens)
+                stream.update(result.generated_tokens, final=result.is_finished())
                 finished = result.is_finished() or stream.stopped
                 reason = stream.finish_reason() if finished else None
                 output = stream.output(len(prompt_ids), sampling, finished=finished, reason=reason)
@@ -240,12 +240,12 @@ class _TextStream:
     def stopped(self) -> bool:
         return self._stops.stopped
 
-    def update(self, tokens: list[int]) -> None:
+    def update(self, tokens: list[int], *, final: bool = False) -> None:
         self._tokens = list(tokens)
         visible = self._tokens[:-1] if self._tokens and self._tokens[-1] in self._stop_ids else self._tokens
         text = self._tokenizer.decode(visible, skip_special_tokens=True)
-        if text.endswith("\ufffd"):
-            return  # an incomplete character: wait for the next token
+        if text.endswith("\ufffd") and not final:
+            return  # an incomplete character: wait for the next token (the last output carries it as is)
         self._pending += self._stops.feed(text[len(self._decoded) :])
         self._decoded = text
 
