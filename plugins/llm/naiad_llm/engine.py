@@ -18,7 +18,9 @@ class SamplingSettings:
     """How to sample one request, engine-neutral (vLLM's ``SamplingParams`` names).
 
     ``max_tokens`` None: as many as the model's context still allows. ``top_k`` 0 and ``min_p`` 0 are
-    off. ``stop`` strings end generation and are never part of the text; ``stop_token_ids`` likewise.
+    off. ``repetition_penalty`` scales the logits of every token seen (prompt and output);
+    ``presence_penalty`` and ``frequency_penalty`` subtract from the logits of output tokens, once and
+    per occurrence. ``stop`` strings end generation and are never part of the text; ``stop_token_ids`` likewise.
     ``logprobs``: how many top log-probabilities to return per token (None: none).
     ``json_schema``: constrain the output to this JSON schema (``{}`` for any JSON object).
     """
@@ -29,6 +31,8 @@ class SamplingSettings:
     top_k: int = 0
     min_p: float = 0.0
     repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()

@@ -90,6 +90,8 @@ _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "top_k": _integer,
     "min_p": _number,
     "repetition_penalty": _number,
+    "presence_penalty": _number,
+    "frequency_penalty": _number,
     "seed": _integer,
     "stop": _strings,
     "stop_token_ids": _token_ids,
@@ -141,6 +143,8 @@ def check_sampling(settings: SamplingSettings) -> None:
         ("top_k", settings.top_k >= 0, "-1 or 0 (off) or a positive integer"),
         ("min_p", 0 <= settings.min_p <= 1, "in [0, 1]"),
         ("repetition_penalty", settings.repetition_penalty > 0, "greater than 0"),
+        ("presence_penalty", -2 <= settings.presence_penalty <= 2, "in [-2, 2]"),
+        ("frequency_penalty", -2 <= settings.frequency_penalty <= 2, "in [-2, 2]"),
         ("n", settings.n >= 1, "at least 1"),
         ("logprobs", settings.logprobs is None or settings.logprobs >= 0, "at least 0"),
     )

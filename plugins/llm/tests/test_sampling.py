@@ -23,6 +23,8 @@ def test_triton_clients_send_numbers_as_strings() -> None:
         ('{"min_p": 2}', "min_p"),
         ('{"max_tokens": 0}', "max_tokens"),
         ('{"repetition_penalty": 0}', "repetition_penalty"),
+        ('{"presence_penalty": 2.5}', "presence_penalty"),
+        ('{"frequency_penalty": -3}', "frequency_penalty"),
         ('{"seed": "abc"}', "seed"),
         ('{"stop": 3}', "stop"),
         ('{"stop_token_ids": [-1]}', "stop_token_ids"),

@@ -230,6 +230,28 @@ def test_served_text_matches_the_engine_driven_in_process(server: ServerProcess,
     assert asyncio.run(in_process()) == served
 
 
+def test_a_frequency_penalty_makes_greedy_decoding_repeat_itself_less(tiny_model: Path) -> None:
+    async def tokens(**penalty: float) -> list[int]:
+        engine = TransformersEngine(EngineSettings("local", str(tiny_model), {}, tiny_model))
+        await engine.start()
+        try:
+            values = {"max_tokens": 24, "temperature": 0, "ignore_eos": True, **penalty}
+            settings, _ = parse_sampling(values, strict=True)
+            request = GenerationRequest("r", "Hello there", settings)
+            return [token for output in [o async for o in engine.generate(request)] for token in output.token_ids]
+        finally:
+            await engine.stop()
+
+    def most_repeated(ids: list[int]) -> int:
+        return max(ids.count(token) for token in ids)
+
+    plain = asyncio.run(tokens())
+    penalised = asyncio.run(tokens(frequency_penalty=2.0, presence_penalty=1.0))
+    assert len(plain) == len(penalised) == 24
+    assert most_repeated(plain) > 1  # greedy decoding of a random model loops
+    assert most_repeated(penalised) < most_repeated(plain)
+
+
 def test_stop_strings_end_the_text_and_are_not_emitted(server: ServerProcess) -> None:
     full = generate(server, max_tokens=12, temperature=0, ignore_eos=True, exclude_input_in_output=True)["text_output"]
     stop = full[3:5]

@@ -27,6 +27,8 @@ def vllm_sampling_kwargs(settings: SamplingSettings) -> dict[str, Any]:
         "top_k": settings.top_k or -1,  # -1 is "off" in every vLLM release
         "min_p": settings.min_p,
         "repetition_penalty": settings.repetition_penalty,
+        "presence_penalty": settings.presence_penalty,
+        "frequency_penalty": settings.frequency_penalty,
         "seed": settings.seed,
         "stop": list(settings.stop),
         "stop_token_ids": list(settings.stop_token_ids),
@@ -53,6 +55,8 @@ def trtllm_sampling_kwargs(settings: SamplingSettings, max_tokens: int) -> dict[
         "top_k": 1 if greedy else (settings.top_k or None),
         "min_p": settings.min_p or None,
         "repetition_penalty": settings.repetition_penalty,
+        "presence_penalty": settings.presence_penalty or None,
+        "frequency_penalty": settings.frequency_penalty or None,
         "seed": settings.seed,
         "stop": list(settings.stop) or None,
         "stop_token_ids": list(settings.stop_token_ids) or None,

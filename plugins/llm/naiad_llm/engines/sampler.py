@@ -1,16 +1,17 @@
 """Per-request sampling inside transformers' continuous batching, as one logits processor.
 
 The manager samples every row of a batch with one global setting. This processor takes over: for
-each row it applies that request's repetition penalty, temperature, top-k, min-p and top-p, draws the
-token with the request's own seeded generator and masks every other token, so the manager's greedy
-pick (``do_sample=False``) returns exactly that token. Rows find their request through one int32
-argument per row, the slot id written when the batch is prepared (which stays right when the
-manager prepares the next batch before the current one is computed).
+each row it applies that request's repetition, presence and frequency penalties, temperature, top-k,
+min-p and top-p, draws the token with the request's own seeded generator and masks every other
+token, so the manager's greedy pick (``do_sample=False``) returns exactly that token. Rows find their
+request through one int32 argument per row, the slot id written when the batch is prepared (which
+stays right when the manager prepares the next batch before the current one is computed).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +111,11 @@ class RequestSampler(ContinuousBatchingLogitsProcessor):
             values = scores[seen]
             penalty = settings.repetition_penalty
             scores[seen] = torch.where(values > 0, values / penalty, values * penalty)
+        if (settings.presence_penalty or settings.frequency_penalty) and sampling.records:
+            counts = Counter(record.token for record in sampling.records)
+            tokens = torch.tensor(list(counts), dtype=torch.long, device=scores.device)
+            occurrences = torch.tensor(list(counts.values()), dtype=scores.dtype, device=scores.device)
+            scores[tokens] -= settings.frequency_penalty * occurrences + settings.presence_penalty
         if settings.temperature == 0:
             token = int(torch.argmax(scores))
         else:
