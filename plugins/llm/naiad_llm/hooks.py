@@ -1,4 +1,4 @@
-"""The hooks both backend modules (``llm`` and ``vllm``) delegate to."""
+"""The hooks both backend names (``llm`` and ``vllm``, :mod:`naiad_llm.backends`) delegate to."""
 
 from __future__ import annotations
 
