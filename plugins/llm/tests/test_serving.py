@@ -137,8 +137,9 @@ def test_grpc_streaming_sends_tokens_as_several_responses_then_the_final_flag(se
     finally:
         stream.client.stop_stream()
     with_text = [response for response in responses if response.as_numpy("num_output_tokens") is not None]
-    assert len(with_text) == 5
-    assert [int(response.as_numpy("num_output_tokens")[0]) for response in with_text] == [1] * 5
+    # One response per token, except where a token ends inside a character and waits for the next one.
+    assert len(with_text) >= 3
+    assert sum(int(response.as_numpy("num_output_tokens")[0]) for response in with_text) == 5
 
 
 def test_http_generate_returns_one_response_with_the_prompt_first(server: ServerProcess) -> None:
@@ -158,7 +159,7 @@ def test_http_generate_stream_sends_server_sent_events(server: ServerProcess) ->
     assert status == 200
     events = [json.loads(line[len(b"data: ") :]) for line in data.splitlines() if line.startswith(b"data: ")]
     assert sum(event["num_output_tokens"] for event in events) == 4
-    assert len(events) == 4
+    assert len(events) >= 2
 
 
 def test_every_return_flag_adds_its_output(server: ServerProcess) -> None:
