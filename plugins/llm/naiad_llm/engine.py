@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+JSON_SCHEMA = "json_schema"  # EngineInfo.extra key: True when the engine enforces SamplingSettings.json_schema
+
 
 @dataclass(frozen=True, slots=True)
 class SamplingSettings:

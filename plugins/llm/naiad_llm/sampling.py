@@ -83,6 +83,27 @@ def _schema(name: str, value: Any) -> Mapping[str, Any]:
     return value
 
 
+def _structured_outputs(name: str, value: Any) -> Mapping[str, Any]:
+    """vLLM's ``StructuredOutputsParams`` as Triton's vLLM backend takes it (a JSON string): its
+    ``json`` (a schema) or ``json_object`` become the schema to follow."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise invalid_arg(f"sampling parameter '{name}' must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise invalid_arg(f"sampling parameter '{name}' must be a JSON object, got {value!r}")
+    kinds = sorted(key for key, given in value.items() if given not in (None, False))
+    if kinds == ["json"]:
+        return _schema(name, value["json"])
+    if kinds == ["json_object"]:
+        return {}
+    raise invalid_arg(
+        f"sampling parameter '{name}' must set exactly one of 'json' (a JSON schema) or 'json_object'; "
+        f"naiad's engines do not enforce {', '.join(repr(kind) for kind in kinds) or 'nothing'}"
+    )
+
+
 _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "max_tokens": _integer,
     "temperature": _number,
@@ -99,7 +120,9 @@ _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "n": _integer,
     "logprobs": _integer,
     "json_schema": _schema,
+    "structured_outputs": _structured_outputs,
 }
+_SETTING = {"structured_outputs": "json_schema"}  # names whose value sets another field
 SUPPORTED = (*_FIELDS, LORA_NAME)
 
 
@@ -126,7 +149,7 @@ def parse_sampling(values: Mapping[str, Any], *, strict: bool) -> tuple[Sampling
             continue
         if value is None:
             continue
-        fields[name] = convert(name, value)
+        fields[_SETTING.get(name, name)] = convert(name, value)
     if fields.get("top_k") == -1:
         fields["top_k"] = 0  # vLLM's "off"
     settings = SamplingSettings(**fields)

@@ -24,9 +24,10 @@ from naiad.backend import (
     SchedulerContext,
     unavailable,
 )
-from naiad_llm.engine import Engine, EngineInfo, GenerationOutput
+from naiad_llm.choices import choice_requests, generate_choices
+from naiad_llm.engine import Engine, EngineInfo, GenerationRequest
 from naiad_llm.metrics import ModelMetrics, RequestTimer
-from naiad_llm.triton_io import accumulate, final_response, parse_request, streamed_response
+from naiad_llm.triton_io import TritonRequest, final_response, input_tokens, parse_request, streamed_response
 
 logger = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 60.0
@@ -87,45 +88,29 @@ class LLMScheduler(Scheduler):
         sender = request.sender
         started = self._context.execution_started([request])
         request_id = f"{self._context.model_name}-{request.id or 'request'}-{next(self._ids)}"
-        abort = _Aborter(self._engine, request_id, self._loop)
-        request.cancellation.add_callback(abort)
         timer = RequestTimer(time.monotonic())
-        last: GenerationOutput | None = None
+        abort: _Aborter | None = None
         try:
             triton = parse_request(request, request_id)
+            requests = choice_requests(triton.generation)
+            abort = _Aborter(self._engine, [choice.request_id for choice in requests], self._loop)
+            request.cancellation.add_callback(abort)
             compute_start = time.monotonic_ns()
-            outputs = self._engine.generate(triton.generation)
-            try:
-                async for output in outputs:
-                    self._metrics.tokens(
-                        timer, time.monotonic(), len(output.token_ids), last is None, output.num_input_tokens
-                    )
-                    self._metrics.load(self._engine.stats())
-                    last = output
-                    if output.finish_reason == "abort" or request.is_cancelled():
-                        break
-                    if triton.stream:
-                        sender.send(streamed_response(triton, output, self._info.tokenizer), final=output.finished)
-                    else:
-                        accumulate(triton, output)
-            finally:
-                close = getattr(outputs, "aclose", None)
-                if close is not None:
-                    await close()  # leaves the engine's batch now, not when the generator is collected
+            aborted = await self._generate(request, triton, requests, timer)
             request.report_compute(compute_start, time.monotonic_ns())
-            if request.is_cancelled() or (last is not None and last.finish_reason == "abort"):
+            if aborted or request.is_cancelled():
                 sender.send(
                     InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED)), final=True
                 )
-            elif last is None:
+            elif not triton.started:
                 raise NaiadError(f"model '{self._context.model_name}': the engine ended the request without output")
             elif not triton.stream:
-                sender.send(final_response(triton, last, self._info.tokenizer), final=True)
-            elif not last.finished:
+                sender.send(final_response(triton, self._info.tokenizer), final=True)
+            elif not triton.finished:
                 sender.send(None, final=True)
-            if last is not None:
+            if triton.started:
                 self._metrics.finished(
-                    timer, time.monotonic(), last.num_input_tokens, last.num_output_tokens, triton.generation.sampling.n
+                    timer, time.monotonic(), input_tokens(triton), triton.output_tokens, len(triton.choices)
                 )
         except NaiadError as error:
             if not sender.closed:
@@ -136,27 +121,52 @@ class LLMScheduler(Scheduler):
                 message = f"model '{self._context.model_name}': generation failed: {error}"
                 sender.send(InferenceResponse(error=NaiadError(message, ErrorCode.INTERNAL)), final=True)
         finally:
-            request.cancellation.remove_callback(abort)
+            if abort is not None:
+                request.cancellation.remove_callback(abort)
             self._metrics.load(self._engine.stats())
             self._context.execution_ended([request], started)
 
+    async def _generate(
+        self, request: InferenceRequest, triton: TritonRequest, requests: list[GenerationRequest], timer: RequestTimer
+    ) -> bool:
+        """Run every choice, streaming each output when asked; whether the engine aborted the request."""
+        outputs = generate_choices(self._engine, requests)
+        try:
+            async for index, output in outputs:
+                first = not triton.started
+                self._metrics.tokens(timer, time.monotonic(), len(output.token_ids), first, output.num_input_tokens)
+                self._metrics.load(self._engine.stats())
+                if output.finish_reason == "abort":
+                    return True
+                if request.is_cancelled():
+                    return False
+                triton.record(index, output)
+                if triton.stream:
+                    response = streamed_response(triton, index, self._info.tokenizer)
+                    request.sender.send(response, final=triton.finished)
+        finally:
+            await outputs.aclose()  # leaves the engine's batch now, not when the generator is collected
+        return False
+
 
 class _Aborter:
-    """A cancellation callback (any thread) that aborts the request in the engine on the server loop."""
+    """A cancellation callback (any thread) that aborts a request's engine requests on the server loop."""
 
-    __slots__ = ("_engine", "_loop", "_request_id")
+    __slots__ = ("_engine", "_loop", "_request_ids")
 
-    def __init__(self, engine: Engine, request_id: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, engine: Engine, request_ids: list[str], loop: asyncio.AbstractEventLoop) -> None:
         self._engine = engine
-        self._request_id = request_id
+        self._request_ids = request_ids
         self._loop = loop
 
     def __call__(self) -> None:
-        future: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(
-            self._engine.abort(self._request_id), self._loop
-        )
+        future: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(self._abort_all(), self._loop)
         future.add_done_callback(self._report)
+
+    async def _abort_all(self) -> None:
+        for request_id in self._request_ids:
+            await self._engine.abort(request_id)
 
     def _report(self, future: concurrent.futures.Future[None]) -> None:
         if not future.cancelled() and future.exception() is not None:
-            logger.error("aborting request %s failed", self._request_id, exc_info=future.exception())
+            logger.error("aborting request %s failed", self._request_ids[0], exc_info=future.exception())

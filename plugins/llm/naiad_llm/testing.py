@@ -27,8 +27,15 @@ CORPUS = (
     "Water, stone, light and wind; the spring sings under the old oak tree.",
 )
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
+# Plain turns; with tools, a Hermes-style system turn listing them, and calls as <tool_call> blocks.
 CHAT_TEMPLATE = (
-    "{% for message in messages %}<s>{{ message['role'] }}: {{ message['content'] }}</s>\n{% endfor %}"
+    "{% if tools %}<s>system: You may call these functions. Answer a call as "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>\n<tools>'
+    "{% for tool in tools %}{{ tool | tojson }}{% endfor %}</tools></s>\n{% endif %}"
+    "{% for message in messages %}<s>{{ message['role'] }}: "
+    "{% for call in message.get('tool_calls') or [] %}<tool_call>"
+    "{{ {'name': call['function']['name'], 'arguments': call['function']['arguments']} | tojson }}</tool_call>"
+    "{% endfor %}{{ message['content'] or '' }}</s>\n{% endfor %}"
     "{% if add_generation_prompt %}<s>assistant: {% endif %}"
 )
 

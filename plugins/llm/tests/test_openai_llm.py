@@ -3,6 +3,7 @@ served by the ``llm`` backend (transformers engine): its chat template, tokenize
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -111,10 +112,38 @@ def test_completion_with_logprobs_streamed(client: openai.OpenAI) -> None:
     assert chunks[-1].usage.completion_tokens == 5
 
 
-def test_what_the_engine_cannot_do_is_a_400(client: openai.OpenAI) -> None:
-    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
-    with pytest.raises(openai.BadRequestError, match="does not constrain decoding") as caught:
-        chat(client, response_format=schema)
-    assert caught.value.param == "response_format"
-    with pytest.raises(openai.BadRequestError, match="'n' must be 1"):
-        chat(client, n=2, max_tokens=2)
+def test_response_format_json_schema_is_followed(client: openai.OpenAI) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"enum": ["yes", "no"]}, "sure": {"type": "boolean"}},
+        "required": ["answer", "sure"],
+    }
+    response_format = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema}}
+    for seed in (1, 2):
+        completion = chat(client, response_format=response_format, seed=seed)
+        value = json.loads(completion.choices[0].message.content)
+        assert value["answer"] in {"yes", "no"}
+        assert isinstance(value["sure"], bool)
+        assert completion.choices[0].finish_reason == "stop"
+
+
+def test_response_format_json_object_starts_an_object_and_streams(client: openai.OpenAI) -> None:
+    chunks = list(chat(client, response_format={"type": "json_object"}, max_tokens=8, stream=True, seed=3))
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    assert text.startswith("{")
+
+
+def test_a_schema_the_grammar_cannot_compile_is_a_400(client: openai.OpenAI) -> None:
+    response_format = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "spaceship"}}}
+    with pytest.raises(openai.BadRequestError, match="cannot be enforced"):
+        chat(client, response_format=response_format)
+
+
+def test_n_gives_that_many_choices(client: openai.OpenAI) -> None:
+    completion = chat(client, n=3, max_tokens=3, temperature=1.0, seed=5, extra_body=EXACT)
+    assert [choice.index for choice in completion.choices] == [0, 1, 2]
+    assert len({choice.message.content for choice in completion.choices}) > 1
+    assert completion.usage.completion_tokens == 9
+    chunks = list(chat(client, n=2, max_tokens=2, stream=True, extra_body=EXACT))
+    finished = [choice.index for chunk in chunks for choice in chunk.choices if choice.finish_reason]
+    assert sorted(finished) == [0, 1]

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from naiad_llm.openai.tools import ToolCall, ToolCallStream, split_tool_calls
+from naiad_llm.openai.tools import ToolCall, ToolCallStream, ToolUse, split_tool_calls
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+AUTO = ToolUse([])  # tools offered, no call forced: the Hermes format is parsed
 TEXT = f"Let me check. {CALL}\n{CALL.replace('Paris', 'Oslo')}"
 
 
@@ -21,7 +22,7 @@ def streamed(text: str, size: int) -> list[str | ToolCall]:
 
 
 def test_calls_are_split_from_the_content() -> None:
-    content, calls = split_tool_calls(TEXT)
+    content, calls = split_tool_calls(TEXT, AUTO)
     assert content == "Let me check."
     assert [(call.name, json.loads(call.arguments)) for call in calls] == [
         ("get_weather", {"city": "Paris"}),
@@ -51,11 +52,51 @@ def test_streamed_at_any_boundary_gives_the_same_calls(size: int) -> None:
     ],
 )
 def test_what_is_not_a_call_stays_content(text: str) -> None:
-    assert split_tool_calls(text) == (text, [])
+    assert split_tool_calls(text, AUTO) == (text, [])
     assert "".join(piece for piece in streamed(text, 2) if isinstance(piece, str)) == text
 
 
 def test_an_unclosed_call_at_the_end_counts_when_its_json_is_complete() -> None:
-    content, calls = split_tool_calls('<tool_call>{"name": "now", "arguments": "{}"}')
+    content, calls = split_tool_calls('<tool_call>{"name": "now", "arguments": "{}"}', AUTO)
     assert content is None
     assert [(call.name, call.arguments) for call in calls] == [("now", "{}")]
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+CLOCK = {"type": "function", "function": {"name": "now"}}
+
+
+def test_a_named_tool_choice_decodes_its_arguments_and_becomes_the_call() -> None:
+    use = ToolUse([WEATHER, CLOCK], forced=True, name="get_weather")
+    assert use.schema() == WEATHER["function"]["parameters"]  # type: ignore[index]
+    content, calls = split_tool_calls('{"city": "Paris"}', use)
+    assert content is None
+    assert [(call.name, json.loads(call.arguments)) for call in calls] == [("get_weather", {"city": "Paris"})]
+
+
+def test_required_decodes_a_list_of_calls_of_any_offered_function() -> None:
+    use = ToolUse([WEATHER, CLOCK], forced=True)
+    schema = use.schema()
+    assert schema["type"] == "array"
+    assert [option["properties"]["name"] for option in schema["items"]["anyOf"]] == [
+        {"enum": ["get_weather"]},
+        {"enum": ["now"]},
+    ]
+    assert schema["items"]["anyOf"][1]["properties"]["parameters"] == {"type": "object"}
+    reply = '[{"name": "now", "parameters": {}}, {"name": "get_weather", "parameters": {"city": "Oslo"}}]'
+    _, calls = split_tool_calls(reply, use)
+    assert [call.name for call in calls] == ["now", "get_weather"]
+    assert json.loads(calls[1].arguments) == {"city": "Oslo"}
+
+
+def test_a_forced_reply_cut_short_stays_content() -> None:
+    stream = ToolUse([WEATHER], forced=True, name="get_weather").stream()
+    assert stream.feed('{"city": "Pa') == []
+    assert stream.flush() == ['{"city": "Pa']
+    assert stream.calls == 0

@@ -189,7 +189,9 @@ def test_every_return_flag_adds_its_output(server: ServerProcess) -> None:
     [
         ({"temperature": -0.5}, "temperature"),
         ({"top_p": 1.5}, "top_p"),
-        ({"n": 2}, "n"),
+        ({"n": 0}, "n"),
+        ({"structured_outputs": json.dumps({"regex": "a+"})}, "structured_outputs"),
+        ({"json_schema": {"type": "spaceship"}}, "json_schema"),
         ({"max_tokens": 100000}, "max_tokens"),
     ],
 )
@@ -201,6 +203,53 @@ def test_invalid_sampling_is_an_invalid_arg_naming_the_field(
     )
     assert status == 400
     assert f"'{field}'" in json.loads(data)["error"]
+
+
+def test_n_choices_come_back_as_one_element_each(server: ServerProcess) -> None:
+    sampling = {"n": 3, "max_tokens": 4, "temperature": 1.0, "seed": 7, "ignore_eos": True}
+    flags = {"return_finish_reason": True, "return_num_output_tokens": True}
+    document = generate(server, exclude_input_in_output=True, **sampling, **flags)
+    assert len(document["text_output"]) == 3
+    assert len(set(document["text_output"])) > 1  # seeds 7, 8 and 9
+    assert document["finish_reason"] == ["length"] * 3
+    assert document["num_output_tokens"] == [4] * 3
+    with_prompt = generate(server, n=2, max_tokens=2, ignore_eos=True)
+    assert all(text.startswith("Hello there") for text in with_prompt["text_output"])
+
+
+def test_n_choices_stream_over_grpc_each_response_moving_one(server: ServerProcess) -> None:
+    stream = Stream(server)
+    try:
+        sampling = {"n": 2, "max_tokens": 3, "temperature": 1.0, "ignore_eos": True}
+        stream.send("Hello", sampling, return_num_output_tokens=True, return_finish_reason=True)
+        responses = stream.collect()
+    finally:
+        stream.client.stop_stream()
+    with_text = [response for response in responses if response.as_numpy("text_output") is not None]
+    counts = np.array([response.as_numpy("num_output_tokens") for response in with_text])
+    assert counts.shape == (len(with_text), 2)
+    assert counts.sum(axis=0).tolist() == [3, 3]
+    assert all(np.count_nonzero(row) == 1 for row in counts)  # each response carries one choice's delta
+    assert [reason.decode() for reason in with_text[-1].as_numpy("finish_reason")] == ["length", "length"]
+
+
+def test_structured_outputs_as_tritons_vllm_backend_takes_them(server: ServerProcess) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "color": {"enum": ["red", "green", "blue"]}},
+        "required": ["ok", "color"],
+    }
+    for seed in range(3):
+        sampling = {"structured_outputs": json.dumps({"json": schema}), "temperature": 1.0, "seed": seed}
+        document = generate(server, exclude_input_in_output=True, return_finish_reason=True, **sampling)
+        value = json.loads(document["text_output"])
+        assert isinstance(value["ok"], bool)
+        assert value["color"] in {"red", "green", "blue"}
+        assert list(value) == ["ok", "color"]
+        assert document["finish_reason"] == "stop"
+    unconstrained = generate(server, exclude_input_in_output=True, max_tokens=12, temperature=1.0, seed=0)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(unconstrained["text_output"])
 
 
 def test_a_seed_makes_sampling_reproducible(server: ServerProcess) -> None:

@@ -1,11 +1,12 @@
 """Per-request sampling inside transformers' continuous batching, as one logits processor.
 
 The manager samples every row of a batch with one global setting. This processor takes over: for
-each row it applies that request's repetition, presence and frequency penalties, temperature, top-k,
-min-p and top-p, draws the token with the request's own seeded generator and masks every other
-token, so the manager's greedy pick (``do_sample=False``) returns exactly that token. Rows find their
-request through one int32 argument per row, the slot id written when the batch is prepared (which
-stays right when the manager prepares the next batch before the current one is computed).
+each row it applies that request's repetition, presence and frequency penalties, removes the tokens
+its JSON schema forbids, applies temperature, top-k, min-p and top-p, draws the token with the
+request's own seeded generator and masks every other token, so the manager's greedy pick
+(``do_sample=False``) returns exactly that token. Rows find their request through one int32 argument
+per row, the slot id written when the batch is prepared (which stays right when the manager prepares
+the next batch before the current one is computed).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import LogitsProcessorList
@@ -23,6 +24,9 @@ from transformers.generation.continuous_batching.cb_logits_processors import (
 )
 
 from naiad_llm.engine import SamplingSettings
+
+if TYPE_CHECKING:
+    from naiad_llm.engines.json_grammar import TokenGuide
 
 END_OF_ROWS = -1
 
@@ -43,6 +47,7 @@ class RequestSampling:
     settings: SamplingSettings
     generator: torch.Generator
     history: list[int]
+    guide: TokenGuide | None = None  # the JSON schema the output must follow
     records: list[TokenRecord] = field(default_factory=list)
 
 
@@ -59,14 +64,16 @@ class RequestSampler(ContinuousBatchingLogitsProcessor):
         self._slot_of: dict[str, int] = {}
         self._next_slot = 0
 
-    def add(self, request_id: str, settings: SamplingSettings, prompt_ids: list[int]) -> RequestSampling:
+    def add(
+        self, request_id: str, settings: SamplingSettings, prompt_ids: list[int], guide: TokenGuide | None = None
+    ) -> RequestSampling:
         """Register a request before it is added to the manager."""
         generator = torch.Generator(device=self._device)
         if settings.seed is None:
             generator.seed()
         else:
             generator.manual_seed(settings.seed)
-        sampling = RequestSampling(settings, generator, list(prompt_ids))
+        sampling = RequestSampling(settings, generator, list(prompt_ids), guide)
         with self._lock:
             slot = self._next_slot
             self._next_slot = (self._next_slot + 1) % (2**31 - 1)
@@ -116,6 +123,8 @@ class RequestSampler(ContinuousBatchingLogitsProcessor):
             tokens = torch.tensor(list(counts), dtype=torch.long, device=scores.device)
             occurrences = torch.tensor(list(counts.values()), dtype=scores.dtype, device=scores.device)
             scores[tokens] -= settings.frequency_penalty * occurrences + settings.presence_penalty
+        if sampling.guide is not None:
+            scores = sampling.guide.mask(scores)
         if settings.temperature == 0:
             token = int(torch.argmax(scores))
         else:
@@ -126,6 +135,8 @@ class RequestSampler(ContinuousBatchingLogitsProcessor):
             top = dict(zip(indices.tolist(), values.tolist(), strict=True))
         sampling.records.append(TokenRecord(token, float(raw[token]), top))
         sampling.history.append(token)
+        if sampling.guide is not None:
+            sampling.guide.advance(token)
         return token
 
     @staticmethod

@@ -16,14 +16,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from naiad.backend import invalid_arg, unavailable
-from naiad_llm.engine import Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest
+from naiad_llm.engine import JSON_SCHEMA, Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest
 from naiad_llm.engines import EngineSettings
 from naiad_llm.engines._gpu_device import only_device, world_size
 from naiad_llm.engines._gpu_outputs import TextStream, finish_reason, logprob_dicts
 from naiad_llm.engines._gpu_requests import lora_for, lora_ids, one_sequence, trtllm_sampling_kwargs
 from naiad_llm.engines._gpu_stats import trtllm_engine_stats
 
-JSON_SCHEMA = "json_schema"  # EngineInfo.extra key: the engine enforces SamplingSettings.json_schema
 STATS_PERIOD_S = 1.0  # how often the iteration stats are read
 STATS_WAIT_S = 0.05  # how long one read waits for a new record (some releases wait on the event loop)
 

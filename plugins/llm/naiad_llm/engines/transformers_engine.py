@@ -2,10 +2,11 @@
 
 ``model.init_continuous_batching`` gives a manager whose generation thread adds requests to the
 running batch between decoding steps and hands each step's tokens to handlers on the server loop.
-Sampling is per request through :class:`~naiad_llm.engines.sampler.RequestSampler`. Limits: ``n``
-must be 1, ``json_schema`` and LoRA adapters are not supported (INVALID_ARG naming the field), and a
-seeded request gives the same text when it is computed alone or in the same batch composition (the
-batch shape can change the model's floating-point results).
+Sampling is per request through :class:`~naiad_llm.engines.sampler.RequestSampler`, and
+``json_schema`` is enforced there through :mod:`~naiad_llm.engines.json_grammar`. Limits: one
+sequence per request (the scheduler runs ``n`` requests for ``n`` choices), no LoRA adapters
+(INVALID_ARG naming the field), and a seeded request gives the same text when it is computed alone or
+in the same batch composition (the batch shape can change the model's floating-point results).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from naiad.backend import ErrorCode, NaiadError, invalid_arg
-from naiad_llm.engine import Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest
+from naiad_llm.engine import JSON_SCHEMA, Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest
 from naiad_llm.engines import EngineSettings
+from naiad_llm.engines.json_grammar import JsonGrammar
 from naiad_llm.engines.sampler import RequestSampler, RequestSampling, SamplerProcessors
 from naiad_llm.stops import StopMatcher
 
@@ -58,6 +60,7 @@ class TransformersEngine(Engine):
         self._manager: Any = None
         self._tokenizer: Any = None
         self._sampler: RequestSampler | None = None
+        self._grammar: JsonGrammar | None = None
         self._eos: tuple[int, ...] = ()
         self._max_model_len = 0
         self._queues: dict[str, asyncio.Queue[Any]] = {}
@@ -94,6 +97,8 @@ class TransformersEngine(Engine):
         if eos is None:
             eos = self._tokenizer.eos_token_id
         self._eos = tuple(eos if isinstance(eos, list) else [] if eos is None else [eos])
+        if self._eos:
+            self._grammar = JsonGrammar(self._tokenizer, self._tokenizer.eos_token_id or self._eos[0])
         self._sampler = RequestSampler(device)
         generation = GenerationConfig(  # type: ignore[no-untyped-call]
             do_sample=False, eos_token_id=list(self._eos) or -1, max_new_tokens=16
@@ -118,7 +123,7 @@ class TransformersEngine(Engine):
             model=self._settings.model,
             max_model_len=self._max_model_len,
             tokenizer=self._tokenizer,
-            extra={"device": str(device), "dtype": str(model.dtype)},
+            extra={"device": str(device), "dtype": str(model.dtype), JSON_SCHEMA: self._grammar is not None},
         )
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationOutput]:
@@ -128,7 +133,10 @@ class TransformersEngine(Engine):
         prompt_ids = list(self._tokenizer(request.prompt).input_ids)
         max_tokens = self._check(request, len(prompt_ids))
         eos = set(settings.stop_token_ids) | (set() if settings.ignore_eos else set(self._eos))
-        sampling = self._sampler.add(request.request_id, settings, prompt_ids)
+        guide = None
+        if settings.json_schema is not None and self._grammar is not None:
+            guide = await asyncio.to_thread(self._grammar.guide, settings.json_schema)
+        sampling = self._sampler.add(request.request_id, settings, prompt_ids, guide)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._queues[request.request_id] = queue
         self._manager.register_result_handler(request.request_id, queue.put_nowait)
@@ -169,9 +177,12 @@ class TransformersEngine(Engine):
     def _check(self, request: GenerationRequest, prompt_len: int) -> int:
         settings, name = request.sampling, self._settings.model_name
         if settings.n != 1:
-            raise invalid_arg(f"model '{name}': sampling parameter 'n' must be 1 with the transformers engine")
-        if settings.json_schema is not None:
-            raise invalid_arg(f"model '{name}': sampling parameter 'json_schema' needs the vLLM engine")
+            raise invalid_arg(f"model '{name}': the engine generates one sequence per request, not n={settings.n}")
+        if settings.json_schema is not None and self._grammar is None:
+            raise invalid_arg(
+                f"model '{name}': sampling parameter 'json_schema' needs an end-of-sequence token, which "
+                "this model's tokenizer and generation config do not name"
+            )
         if request.lora_name is not None:
             raise invalid_arg(f"model '{name}': sampling parameter 'lora_name': this model serves no LoRA adapters")
         if settings.logprobs is not None and settings.logprobs > MAX_LOGPROBS:

@@ -16,14 +16,20 @@ from contextlib import aclosing
 from typing import Any
 
 from naiad.backend import invalid_arg, unavailable
-from naiad_llm.engine import Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest, SamplingSettings
+from naiad_llm.engine import (
+    JSON_SCHEMA,
+    Engine,
+    EngineInfo,
+    EngineStats,
+    GenerationOutput,
+    GenerationRequest,
+    SamplingSettings,
+)
 from naiad_llm.engines import EngineSettings
 from naiad_llm.engines._gpu_device import only_device, world_size
 from naiad_llm.engines._gpu_outputs import finish_reason, logprob_dicts
 from naiad_llm.engines._gpu_requests import lora_for, lora_ids, one_sequence, vllm_sampling_kwargs
 from naiad_llm.engines._gpu_stats import VllmLoad
-
-JSON_SCHEMA = "json_schema"  # EngineInfo.extra key: the engine enforces SamplingSettings.json_schema
 
 
 class VllmEngine(Engine):

@@ -17,7 +17,7 @@ from naiad_llm.openai.prompts import count_tokens, render_chat
 from naiad_llm.openai.responses import Envelope, finish_reason, output_tokens, usage
 from naiad_llm.openai.sampling import fit_max_tokens, json_schema, sampling_parameters
 from naiad_llm.openai.target import Target, Targets
-from naiad_llm.openai.tools import ToolCall, ToolCallStream, split_tool_calls
+from naiad_llm.openai.tools import ForcedCallStream, ToolCall, ToolCallStream, ToolUse, split_tool_calls
 from naiad_llm.openai.transport import event_stream, flag, read_json, until_disconnected
 
 
@@ -29,7 +29,7 @@ class ChatRequest:
     prompt: str
     prompt_tokens: int | None
     parameters: dict[str, Any]
-    tools: bool  # tool calls are parsed out of the reply
+    tools: ToolUse | None  # tool calls are parsed out of the reply
     top_logprobs: int | None  # None: no log-probabilities
     stream: bool
     include_usage: bool
@@ -39,9 +39,11 @@ async def parse_chat(targets: Targets, body: dict[str, Any]) -> ChatRequest:
     """Validate a chat request and render its prompt."""
     target = await targets.resolve(body.get("model"))
     tools = _tools(body)
-    prompt = render_chat(target, body.get("messages"), tools)
+    prompt = render_chat(target, body.get("messages"), tools.tools if tools is not None else None)
     parameters = sampling_parameters(body, "max_completion_tokens", "max_tokens")
     schema = json_schema(body, target)
+    if tools is not None and tools.forced:
+        schema = _forced_call_schema(tools, schema, target)
     if schema is not None:
         parameters["json_schema"] = schema
     top_logprobs = _top_logprobs(body)
@@ -52,9 +54,7 @@ async def parse_chat(targets: Targets, body: dict[str, Any]) -> ChatRequest:
     stream = flag(body, "stream")
     options = body.get("stream_options")
     include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
-    return ChatRequest(
-        target, prompt, prompt_tokens, parameters, tools is not None, top_logprobs, stream, include_usage
-    )
+    return ChatRequest(target, prompt, prompt_tokens, parameters, tools, top_logprobs, stream, include_usage)
 
 
 async def chat_completions(targets: Targets, server: ServerHandle, request: Request) -> Response:
@@ -81,7 +81,7 @@ async def chat_completions(targets: Targets, server: ServerHandle, request: Requ
 
 
 def _choice(chat: ChatRequest, index: int, choice: Choice) -> dict[str, Any]:
-    content, calls = split_tool_calls(choice.text) if chat.tools else (choice.text, [])
+    content, calls = split_tool_calls(choice.text, chat.tools) if chat.tools else (choice.text, [])
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
     if calls:
         message["tool_calls"] = [call.body() for call in calls]
@@ -108,7 +108,8 @@ class _ChatStream:
         self.generation = generation
         self.envelope = Envelope(envelope.id, "chat.completion.chunk", envelope.model, envelope.created)
         self.choices: list[Choice] = []
-        self.splitters: dict[int, ToolCallStream] = {}
+        self.splitters: dict[int, ToolCallStream | ForcedCallStream] = {}
+        self.calls_sent: dict[int, int] = {}  # per choice: tool calls streamed so far
         self.finished: set[int] = set()
         self.prompt_tokens = chat.prompt_tokens
 
@@ -138,7 +139,9 @@ class _ChatStream:
     ) -> list[dict[str, Any]]:
         pieces: list[str | ToolCall] = [text] if text else []
         if self.chat.tools:
-            splitter = self.splitters.setdefault(index, ToolCallStream())
+            if index not in self.splitters:
+                self.splitters[index] = self.chat.tools.stream()
+            splitter = self.splitters[index]
             pieces = splitter.feed(text) + (splitter.flush() if reason else [])
         deltas = [self._piece(index, piece) for piece in pieces]
         logprobs = _logprobs(self.chat, positions) if positions else None
@@ -155,7 +158,8 @@ class _ChatStream:
     def _piece(self, index: int, piece: str | ToolCall) -> dict[str, Any]:
         if isinstance(piece, str):
             return {"content": piece}
-        position = self.splitters[index].calls - 1
+        position = self.calls_sent.get(index, 0)
+        self.calls_sent[index] = position + 1
         return {"tool_calls": [{"index": position, **piece.body()}]}
 
     def _chunk(
@@ -166,8 +170,9 @@ class _ChatStream:
         return self.envelope.wrap([choice], **extra)
 
 
-def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The tools to offer the model; None when there are none or ``tool_choice`` is "none"."""
+def _tools(body: dict[str, Any]) -> ToolUse | None:
+    """The tools to offer the model, and the call ``tool_choice`` forces; None when there are none or
+    ``tool_choice`` is "none"."""
     tools, choice = body.get("tools"), body.get("tool_choice")
     if not tools:
         if choice not in (None, "none", "auto"):
@@ -177,13 +182,32 @@ def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
         raise invalid('\'tools\' must be a list of {"type": "function", "function": {"name": ...}}', "tools")
     if choice == "none":
         return None
-    if choice not in (None, "auto"):
+    if choice in (None, "auto"):
+        return ToolUse(list(tools))
+    if choice == "required":
+        return ToolUse(list(tools), forced=True)
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if not isinstance(name, str):
         raise invalid(
-            "'tool_choice' may be 'auto' or 'none': forcing a call ('required' or a named function) needs "
-            "constrained decoding, which this server does not do for tools",
+            "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": "
+            '{"name": ...}}',
             "tool_choice",
         )
-    return list(tools)
+    if name not in {tool["function"]["name"] for tool in tools}:
+        raise invalid(f"'tool_choice' names the function '{name}', which 'tools' does not offer", "tool_choice")
+    return ToolUse(list(tools), forced=True, name=name)
+
+
+def _forced_call_schema(tools: ToolUse, response_format: dict[str, Any] | None, target: Target) -> dict[str, Any]:
+    if response_format is not None:
+        raise invalid("a forced 'tool_choice' and 'response_format' cannot be combined", "tool_choice")
+    if not target.enforces_json_schema:
+        raise invalid(
+            f"model '{target.name}' cannot force a tool call: its engine does not constrain decoding to a JSON "
+            "schema; use 'tool_choice': 'auto'",
+            "tool_choice",
+        )
+    return tools.schema()
 
 
 def _is_function(tool: object) -> bool:

@@ -68,6 +68,7 @@ class Generation:
     ) -> None:
         self.prompt = prompt
         self.done = False
+        self._finished: set[int] = set()  # choices whose finish reason came (later responses repeat it)
         self._sink = LoopSink(server.inbox)
         inputs = _inputs(target, prompt, parameters, stream=stream, logprobs=logprobs)
         try:
@@ -83,7 +84,10 @@ class Generation:
                 raise from_naiad(event.response.error)
             self.done = event.final
             if event.response is not None:
-                return _step(event.response)
+                step = _step(event.response)
+                step.deltas = [delta for delta in step.deltas if delta.index not in self._finished]
+                self._finished.update(delta.index for delta in step.deltas if delta.finish_reason is not None)
+                return step
         return None
 
     async def collect(self) -> tuple[list[Choice], int | None]:

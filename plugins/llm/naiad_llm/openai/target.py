@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from naiad.backend import ErrorCode, NaiadError, ServerHandle, ServingModel
-from naiad_llm.engine import EngineInfo
+from naiad_llm.engine import JSON_SCHEMA, EngineInfo
 from naiad_llm.openai.errors import OpenAIError, from_naiad
 
 TEXT_INPUT = "text_input"
 TEXT_OUTPUT = "text_output"
-JSON_SCHEMA_CAPABILITY = "json_schema"  # EngineInfo.extra[...] is True when the engine enforces json_schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +72,7 @@ class Targets:
         serving = self.serving(name)
         info = getattr(serving.backend_model, "info", None)
         if isinstance(info, EngineInfo):
-            enforces = info.extra.get(JSON_SCHEMA_CAPABILITY) is True
+            enforces = info.extra.get(JSON_SCHEMA) is True
             return Target(name, serving, info.tokenizer, info.max_model_len, enforces)
         parameters = serving.config.parameters
         length = parameters["max_model_len"].string_value if "max_model_len" in parameters else ""

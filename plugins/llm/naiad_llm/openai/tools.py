@@ -3,6 +3,10 @@
 Chat templates of that family print the ``tools`` into the prompt and teach the model to answer a
 call as a JSON object between those tags. The generated text is split here into content and
 ``tool_calls``; a block that is not a JSON call stays content.
+
+A forced ``tool_choice`` (a named function, or "required") does not rely on the model: decoding
+follows a JSON schema, as vLLM does it, and the reply is the call itself: the named function's
+arguments, or a list of ``{"name": ..., "parameters": {...}}`` calls.
 """
 
 from __future__ import annotations
@@ -27,9 +31,41 @@ class ToolCall:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
-def split_tool_calls(text: str) -> tuple[str | None, list[ToolCall]]:
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    """The tools a chat request offers, and whether (and which) a call is forced."""
+
+    tools: list[dict[str, Any]]
+    forced: bool = False
+    name: str | None = None  # the function a named tool_choice forces
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema a forced call decodes under."""
+        if self.name is not None:
+            return next(_parameters(tool) for tool in self.tools if tool["function"]["name"] == self.name)
+        calls = [
+            {
+                "type": "object",
+                "properties": {"name": {"enum": [tool["function"]["name"]]}, "parameters": _parameters(tool)},
+                "required": ["name", "parameters"],
+            }
+            for tool in self.tools
+        ]
+        return {"type": "array", "minItems": 1, "items": {"anyOf": calls}}
+
+    def stream(self) -> ToolCallStream | ForcedCallStream:
+        """A fresh splitter for one choice's reply."""
+        return ForcedCallStream(self.name) if self.forced else ToolCallStream()
+
+
+def _parameters(tool: dict[str, Any]) -> dict[str, Any]:
+    parameters = tool["function"].get("parameters")
+    return parameters if isinstance(parameters, dict) and parameters else {"type": "object"}
+
+
+def split_tool_calls(text: str, use: ToolUse) -> tuple[str | None, list[ToolCall]]:
     """The content left of ``text`` once its tool calls are taken out (None if only calls), and the calls."""
-    stream = ToolCallStream()
+    stream = use.stream()
     pieces = [*stream.feed(text), *stream.flush()]
     calls = [piece for piece in pieces if isinstance(piece, ToolCall)]
     if not calls:
@@ -107,3 +143,42 @@ def _partial_open(text: str) -> int:
         if OPEN.startswith(text[-size:]):
             return size
     return 0
+
+
+class ForcedCallStream:
+    """A reply decoded under a forced tool choice: held whole, then turned into its calls."""
+
+    def __init__(self, name: str | None) -> None:
+        self._name = name
+        self._text = ""
+        self.calls = 0
+
+    def feed(self, text: str) -> list[str | ToolCall]:
+        """Nothing settles before the reply is complete."""
+        self._text += text
+        return []
+
+    def flush(self) -> list[str | ToolCall]:
+        """The calls (the text itself when it is not a complete call, as when cut by ``max_tokens``)."""
+        calls = _forced_calls(self._text, self._name)
+        self.calls = len(calls)
+        text, self._text = self._text, ""
+        if calls:
+            return list(calls)
+        return [text] if text else []
+
+
+def _forced_calls(text: str, name: str | None) -> list[ToolCall]:
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return []
+    if name is not None:
+        return [ToolCall(name, json.dumps(document))]
+    if not isinstance(document, list):
+        return []
+    return [
+        ToolCall(call["name"], json.dumps(call.get("parameters", {})))
+        for call in document
+        if isinstance(call, dict) and isinstance(call.get("name"), str)
+    ]
