@@ -31,6 +31,7 @@ from naiad_llm.triton_io import TritonRequest, final_response, input_tokens, par
 
 logger = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 60.0
+LOAD_REFRESH_S = 0.01  # the load gauges are read from the engine at most this often while tokens flow
 
 
 class LLMScheduler(Scheduler):
@@ -48,6 +49,7 @@ class LLMScheduler(Scheduler):
         self._active = 0
         self._idle = threading.Condition(self._lock)
         self._ids = itertools.count()
+        self._load_read = 0.0
 
     def start(self) -> None:
         with self._lock:
@@ -133,9 +135,11 @@ class LLMScheduler(Scheduler):
         outputs = generate_choices(self._engine, requests)
         try:
             async for index, output in outputs:
-                first = not triton.started
-                self._metrics.tokens(timer, time.monotonic(), len(output.token_ids), first, output.num_input_tokens)
-                self._metrics.load(self._engine.stats())
+                now = time.monotonic()
+                self._metrics.tokens(timer, now, len(output.token_ids), not triton.started, output.num_input_tokens)
+                if now - self._load_read >= LOAD_REFRESH_S:
+                    self._load_read = now
+                    self._metrics.load(self._engine.stats())
                 if output.finish_reason == "abort":
                     return True
                 if request.is_cancelled():

@@ -4,13 +4,12 @@ the text a prefix of a document the schema accepts."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoTokenizer
 
 from naiad.backend import NaiadError
 from naiad_llm.engines.json_grammar import JsonGrammar, TokenGuide, token_bytes
@@ -77,17 +76,8 @@ def test_a_schema_that_cannot_be_compiled_is_an_invalid_arg(tokenizer: Any) -> N
         grammar.guide({"type": "spaceship"})
 
 
-def test_a_sentencepiece_vocabulary_maps_spaces_and_byte_tokens(tmp_path: Path) -> None:
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-
-    backend = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>"))
-    backend.normalizer = normalizers.Replace(" ", "\u2581")
-    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="never")
-    backend.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
-    byte_tokens = [f"<0x{byte:02X}>" for byte in range(256)]
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "</s>", *byte_tokens])
-    backend.train_from_iterator(['{"name": "ada", "age": 36}'] * 20 + ["the cat sat on the mat"] * 20, trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="</s>", unk_token="<unk>")  # type: ignore[no-untyped-call]
+def test_a_sentencepiece_vocabulary_maps_spaces_and_byte_tokens(sentencepiece_tokenizer: Any) -> None:
+    tokenizer = sentencepiece_tokenizer
     vocabulary = token_bytes(tokenizer, exclude={tokenizer.eos_token_id})
     ids = tokenizer.convert_tokens_to_ids
     assert vocabulary[b"\n"] == [ids("<0x0A>")]
@@ -97,4 +87,3 @@ def test_a_sentencepiece_vocabulary_maps_spaces_and_byte_tokens(tmp_path: Path) 
     )
     follow(guide, tokenizer.encode('{"name": "ada"}'), len(tokenizer))
     assert tokenizer.eos_token_id in allowed(guide, len(tokenizer))
-    assert json.loads('{"name": "ada"}') == {"name": "ada"}

@@ -21,6 +21,7 @@ from typing import Any
 from naiad.backend import ErrorCode, NaiadError, invalid_arg
 from naiad_llm.engine import JSON_SCHEMA, Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest
 from naiad_llm.engines import EngineSettings
+from naiad_llm.engines.detokenizer import IncrementalDecoder
 from naiad_llm.engines.json_grammar import JsonGrammar
 from naiad_llm.engines.sampler import RequestSampler, RequestSampling, SamplerProcessors
 from naiad_llm.stops import StopMatcher
@@ -239,13 +240,13 @@ class _TextStream:
     """Turns a request's growing token list into text deltas, cut at stop strings."""
 
     def __init__(self, tokenizer: Any, stops: tuple[str, ...], stop_ids: set[int]) -> None:
-        self._tokenizer = tokenizer
+        self._decoder = IncrementalDecoder(tokenizer)
         self._stops = StopMatcher(stops)
         self._stop_ids = stop_ids
         self._tokens: list[int] = []
         self._sent_tokens = 0
-        self._decoded = ""
         self._pending = ""
+        self._cumulative = 0.0  # the log-probability of the tokens sent so far
 
     @property
     def stopped(self) -> bool:
@@ -254,11 +255,7 @@ class _TextStream:
     def update(self, tokens: list[int], *, final: bool = False) -> None:
         self._tokens = list(tokens)
         visible = self._tokens[:-1] if self._tokens and self._tokens[-1] in self._stop_ids else self._tokens
-        text = self._tokenizer.decode(visible, skip_special_tokens=True)
-        if text.endswith("\ufffd") and not final:
-            return  # an incomplete character: wait for the next token (the last output carries it as is)
-        self._pending += self._stops.feed(text[len(self._decoded) :])
-        self._decoded = text
+        self._pending += self._stops.feed(self._decoder.delta(visible, final=final))
 
     def finish_reason(self) -> str:
         if self._stops.stopped or (self._tokens and self._tokens[-1] in self._stop_ids):
@@ -272,9 +269,9 @@ class _TextStream:
             self._pending += self._stops.flush()
         text, self._pending = self._pending, ""
         new = self._tokens[self._sent_tokens :]
-        records = sampling.records[: len(self._tokens)]
-        fresh = records[self._sent_tokens :]
+        fresh = sampling.records[self._sent_tokens : len(self._tokens)]
         self._sent_tokens = len(self._tokens)
+        self._cumulative += sum(record.logprob for record in fresh)
         wants = sampling.settings.logprobs is not None
         return GenerationOutput(
             text=text,
@@ -283,7 +280,7 @@ class _TextStream:
             num_output_tokens=len(self._tokens),
             finished=finished,
             finish_reason=reason,
-            cumulative_logprob=sum(record.logprob for record in records),
+            cumulative_logprob=self._cumulative,
             logprobs=[{record.token: record.logprob, **record.top} for record in fresh] if wants else None,
         )
 
