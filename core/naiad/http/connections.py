@@ -24,11 +24,13 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from naiad.http.direct import EXTENSION, DirectChannel
 from naiad.limits import HttpLimits
 
 logger = logging.getLogger(__name__)
@@ -103,6 +105,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._chunks = 0
         self._refusal: tuple[int, str] | None = None
         self._header_timer: asyncio.TimerHandle | None = None
+        self.lost_callbacks: set[Callable[[], None]] = set()  # see naiad.http.direct
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -123,6 +126,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._turned_away:
             return
         super().connection_lost(exc)
+        for callback in list(self.lost_callbacks):
+            callback()
+        self.lost_callbacks.clear()
 
     def shutdown(self) -> None:
         if self.cycle is not None and not self.cycle.response_complete:
@@ -193,6 +199,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._cancel_header_timer()
         self._unset_keepalive_if_required()  # set when the previous response ended during these headers
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:  # a request, not a protocol upgrade
+            extensions: dict[str, Any] = {**self.scope.get("extensions", {}), EXTENSION: DirectChannel(self, cycle)}
+            self.scope["extensions"] = extensions  # ASGI lets servers add their own
 
     def on_chunk_header(self) -> None:
         self._chunks += 1

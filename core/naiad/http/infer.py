@@ -19,6 +19,7 @@ from naiad.errors import NaiadError, invalid_arg
 from naiad.http import codec
 from naiad.http.asgi import CLOSE, JSON_HEADERS, Receive, Scope, Send, respond
 from naiad.http.body import BodyError, BodyState, BodyWatch, decompress, raw_too_large, read_body, too_large
+from naiad.http.direct import DirectChannel, channel_of
 from naiad.http.disconnect import until_disconnected
 from naiad.http.status import http_status
 from naiad.limits import HttpLimits
@@ -51,8 +52,11 @@ async def serve_infer(
     """Answer one infer request; a body left unread, or a server shutting down, closes the connection."""
     headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
     state = BodyState.of(headers)
+    channel = channel_of(scope)
     try:
-        status, response_headers, body = await infer(dataplane, limits, watch, headers, state, receive, model, version)
+        status, response_headers, body = await infer(
+            dataplane, limits, watch, headers, state, receive, channel, model, version
+        )
     except BodyError as error:
         status, response_headers, body = error.status, JSON_HEADERS, [error_body(error.message)]
     except NaiadError as error:
@@ -69,7 +73,7 @@ async def serve_infer(
         body = [error_body(f"internal server error: {type(error).__name__}: {error}")]
     if state.unread or dataplane.state is ServerState.EXITING:
         response_headers = [*response_headers, CLOSE]
-    await respond(send, status, response_headers, body)
+    await respond(send, status, response_headers, body, channel)
 
 
 async def infer(
@@ -79,6 +83,7 @@ async def infer(
     headers: dict[str, str],
     state: BodyState,
     receive: Receive,
+    channel: DirectChannel | None,
     name: str,
     version: str,
 ) -> tuple[int, list[tuple[bytes, bytes]], list[bytes]]:
@@ -92,7 +97,7 @@ async def infer(
     inference = dataplane.infer(
         model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
     )
-    response = await until_disconnected(receive, inference)
+    response = await until_disconnected(receive, inference, channel)
     decoded.inputs = []  # the request's data is no longer needed while the response is encoded and sent
     payload, json_length = codec.encode_response(
         response, model_name=model.name, model_version=model.version, request=decoded

@@ -94,6 +94,7 @@ class HttpFrontend:
                 log_config=None,
                 timeout_graceful_shutdown=5,
                 server_header=False,
+                proxy_headers=False,  # naiad reads no client address; the middleware costs every request
             )
             self._uvicorn = _EmbeddedUvicorn(uvicorn_config)
             self._task = asyncio.create_task(self._uvicorn.serve(sockets=[self._sock]))
