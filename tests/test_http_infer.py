@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import socket
+
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
@@ -139,3 +142,39 @@ def test_explicit_version_is_served(client: httpclient.InferenceServerClient) ->
     inputs, a, b = _add_sub_inputs(binary=True)
     result = client.infer("add_sub", inputs, model_version="1")
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+
+
+def _read_response(sock: socket.socket, buffer: bytearray) -> tuple[list[bytes], bytes]:
+    """One HTTP/1.1 response from ``sock`` (``buffer`` keeps what arrived past it): header lines, body."""
+    while b"\r\n\r\n" not in buffer:
+        buffer += sock.recv(65536)
+    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = int(next(line.split(b":")[1] for line in lines if line.lower().startswith(b"content-length:")))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    buffer[:] = rest[length:]
+    return lines, rest[:length]
+
+
+def test_pipelined_requests_on_one_connection_are_answered_in_order(core_server: ServerProcess) -> None:
+    def request(request_id: str) -> bytes:
+        inputs = [
+            {"name": name, "shape": [4], "datatype": "FP32", "data": [1.0, 2.0, 3.0, 4.0]}
+            for name in ("INPUT0", "INPUT1")
+        ]
+        body = json.dumps({"id": request_id, "inputs": inputs}).encode()
+        head = f"POST /v2/models/add_sub/infer HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n\r\n"
+        return head.encode() + body
+
+    with socket.create_connection(("127.0.0.1", core_server.http_port), timeout=30) as sock:
+        sock.sendall(b"".join(request(request_id) for request_id in ("a", "b", "c")))
+        buffer = bytearray()
+        answers = [_read_response(sock, buffer) for _ in range(3)]
+    for (lines, body), request_id in zip(answers, ("a", "b", "c"), strict=True):
+        assert lines[0].startswith(b"HTTP/1.1 200")
+        assert sum(line.lower().startswith(b"content-length:") for line in lines) == 1
+        assert not any(line.lower() == b"connection: close" for line in lines)
+        document = json.loads(body)
+        assert document["id"] == request_id
+        assert document["outputs"][0]["data"] == [2.0, 4.0, 6.0, 8.0]
