@@ -267,6 +267,15 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float
     raise RuntimeError(f"the echo server on port {port} did not start within {timeout_s:g} s")
 
 
+def _measure(url: str, protocol: str, concurrency: int, attempts: int = 3) -> Measurement:
+    """One perf_analyzer run; the fastest servers' p99 can swing past even a 999 % stability check at
+    concurrency 1 on a noisy machine, so a failed run is retried."""
+    for _ in range(attempts - 1):
+        with contextlib.suppress(RuntimeError):
+            return measure("add_sub", url, protocol, concurrency, interval_ms=2000)
+    return measure("add_sub", url, protocol, concurrency, interval_ms=2000)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -293,7 +302,8 @@ def main() -> int:
                 runs: dict[str, list[Measurement]] = {name: [] for name in servers}
                 for _ in range(args.repeats):
                     for name, url in servers.items():
-                        runs[name].append(measure("add_sub", url, protocol, concurrency, interval_ms=2000))
+                        runs[name].append(_measure(url, protocol, concurrency))
+                        print(f"{protocol} c{concurrency} {name}: {runs[name][-1].throughput:.0f} infer/s", flush=True)
                 medians = {name: median_of(values) for name, values in runs.items()}
                 triton = medians["triton"].throughput
                 for name, result in medians.items():
