@@ -201,7 +201,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:  # a request, not a protocol upgrade
-            extensions: dict[str, Any] = {**self.scope.get("extensions", {}), EXTENSION: DirectChannel(self, cycle)}
+            extensions: dict[str, Any] = {
+                **self.scope.get("extensions", {}),
+                EXTENSION: DirectChannel(self.lost_callbacks, cycle),
+            }
             self.scope["extensions"] = extensions  # ASGI lets servers add their own
 
     def on_chunk_header(self) -> None:

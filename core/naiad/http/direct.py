@@ -10,34 +10,33 @@ extension (hypercorn) endpoints use ASGI as before; so does a response the chann
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 EXTENSION = "naiad.direct"
 
 
-class _Connection(Protocol):
-    """What the channel needs of the protocol: the callbacks it runs when the connection is lost."""
-
-    lost_callbacks: set[Callable[[], None]]
-
-
 class DirectChannel:
-    """A request's way around ASGI to its connection; see the module docstring."""
+    """A request's way around ASGI to its connection; see the module docstring.
 
-    __slots__ = ("_connection", "_cycle")
+    The channel lives in its request's scope, which uvicorn's cycle holds: it refers to the cycle
+    weakly, and to the connection only through its set of loss callbacks, so no reference cycle forms.
+    """
 
-    def __init__(self, connection: _Connection, cycle: Any) -> None:
-        self._connection = connection
-        self._cycle = cycle  # uvicorn's RequestResponseCycle for this request
+    __slots__ = ("_cycle", "_lost_callbacks")
+
+    def __init__(self, lost_callbacks: set[Callable[[], None]], cycle: Any) -> None:
+        self._lost_callbacks = lost_callbacks  # the connection's; it runs them when it is lost
+        self._cycle = weakref.ref(cycle)  # uvicorn's RequestResponseCycle for this request
 
     def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: list[bytes]) -> bool:
         """Write the whole response at once; False (nothing written) when it must go through ASGI:
         a response already begun, a client gone or one that is not reading."""
-        cycle = self._cycle
-        if cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
+        cycle = self._cycle()
+        if cycle is None or cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
             return False
         says_close = False
         parts = [STATUS_LINE[status]]
@@ -62,10 +61,11 @@ class DirectChannel:
 
     def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run ``callback`` (on the loop) if the connection is lost; returns what unregisters it."""
-        if self._cycle.disconnected:
+        cycle = self._cycle()
+        if cycle is None or cycle.disconnected:
             callback()
             return _nothing
-        callbacks = self._connection.lost_callbacks
+        callbacks = self._lost_callbacks
         callbacks.add(callback)
         return lambda: callbacks.discard(callback)
 
