@@ -4,6 +4,8 @@ through 20 reloads and 20 unload/load cycles."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -29,21 +31,35 @@ def _server(
     return naiad_server(model_repository.root, args=("--model-control-mode=explicit", "--load-model=model", *flags))
 
 
+def _infer_over_http(url: str, values: list[float]) -> Any:
+    """One request on a client of its own, made and closed on the calling thread (a tritonclient HTTP
+    client's gevent hub belongs to the thread that made it)."""
+    with contextlib.closing(httpclient.InferenceServerClient(url)) as client:
+        return infer(client, "model", values)
+
+
+def _unload(url: str) -> None:
+    with contextlib.closing(httpclient.InferenceServerClient(url)) as client:
+        client.unload_model("model")
+
+
 def test_unload_finishes_requests_in_flight_then_refuses(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:
     server = _server(model_repository, naiad_server, delay_ms=600)
-    client = httpclient.InferenceServerClient(server.http_url, concurrency=4)
     with ThreadPoolExecutor(4) as pool:
-        in_flight = [pool.submit(infer, client, "model", [float(i)]) for i in range(4)]
+        in_flight = [pool.submit(_infer_over_http, server.http_url, [float(i)]) for i in range(4)]
         time.sleep(0.3)
         started = time.monotonic()
-        httpclient.InferenceServerClient(server.http_url).unload_model("model")
+        _unload(server.http_url)
         assert time.monotonic() - started > 0.1  # it waited for the requests
         assert [future.result().tolist() for future in in_flight] == [[0.0], [1.0], [2.0], [3.0]]
     for module, url in ((httpclient, server.http_url), (grpcclient, server.grpc_url)):
-        with pytest.raises(InferenceServerException) as caught:
-            infer(module.InferenceServerClient(url), "model", [1.0])
+        with (
+            contextlib.closing(module.InferenceServerClient(url)) as client,
+            pytest.raises(InferenceServerException) as caught,
+        ):
+            infer(client, "model", [1.0])
         assert caught.value.message() == "Request for unknown model: 'model' has no available versions"
 
 
@@ -51,12 +67,11 @@ def test_unload_timeout_returns_while_a_slow_request_finishes(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:
     server = _server(model_repository, naiad_server, "--model-unload-timeout-secs=0.2", delay_ms=1500)
-    client = httpclient.InferenceServerClient(server.http_url)
     with ThreadPoolExecutor(1) as pool:
-        slow = pool.submit(infer, client, "model", [4.0])
+        slow = pool.submit(_infer_over_http, server.http_url, [4.0])
         time.sleep(0.3)
         started = time.monotonic()
-        httpclient.InferenceServerClient(server.http_url).unload_model("model")
+        _unload(server.http_url)
         assert time.monotonic() - started < 1.0
         assert slow.result().tolist() == [4.0]
     assert "still has requests running" in server.logs()
@@ -66,8 +81,10 @@ def test_reload_under_load_drops_nothing(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:
     server = _server(model_repository, naiad_server, delay_ms=200)
-    control = httpclient.InferenceServerClient(server.http_url)
-    with _Clients(server, threads=4) as clients:
+    with (
+        contextlib.closing(httpclient.InferenceServerClient(server.http_url)) as control,
+        _Clients(server, threads=4) as clients,
+    ):
         for _ in range(3):
             control.load_model("model")
     assert clients.failures == []
@@ -77,8 +94,10 @@ def test_reload_under_load_drops_nothing(
 def test_churn(model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]) -> None:
     """16 clients (HTTP and gRPC) through 20 reloads, then 20 unload/load cycles."""
     server = _server(model_repository, naiad_server, delay_ms=1)
-    control = httpclient.InferenceServerClient(server.http_url)
-    with _Clients(server, threads=16) as clients:
+    with (
+        contextlib.closing(httpclient.InferenceServerClient(server.http_url)) as control,
+        _Clients(server, threads=16) as clients,
+    ):
         for _ in range(20):
             control.load_model("model")
         assert clients.failures == [], "a reload dropped requests"
@@ -106,6 +125,9 @@ class _Clients:
         self.allow_unknown_model = False
 
     def __enter__(self) -> _Clients:
+        # Garbage of earlier tests (tritonclient HTTP clients sit in reference cycles) is collected here,
+        # on the thread that made it: collected on a client thread, a client's gevent hub breaks.
+        gc.collect()
         for thread in self._threads:
             thread.start()
         while self.successes < len(self._threads):  # every client has been served once
