@@ -72,27 +72,26 @@ def _token_ids(name: str, value: Any) -> tuple[int, ...]:
     return ids
 
 
-def _schema(name: str, value: Any) -> Mapping[str, Any]:
+def _json_object(name: str, value: Any, what: str) -> dict[str, Any]:
+    """``value`` as a JSON object (given as one or as its JSON text); INVALID_ARG naming the field."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
-            raise invalid_arg(f"sampling parameter '{name}' must be a JSON schema object") from None
+            raise invalid_arg(f"sampling parameter '{name}' must be {what}") from None
     if not isinstance(value, dict):
-        raise invalid_arg(f"sampling parameter '{name}' must be a JSON schema object, got {value!r}")
+        raise invalid_arg(f"sampling parameter '{name}' must be {what}, got {value!r}")
     return value
+
+
+def _schema(name: str, value: Any) -> Mapping[str, Any]:
+    return _json_object(name, value, "a JSON schema object")
 
 
 def _structured_outputs(name: str, value: Any) -> Mapping[str, Any]:
     """vLLM's ``StructuredOutputsParams`` as Triton's vLLM backend takes it (a JSON string): its
     ``json`` (a schema) or ``json_object`` become the schema to follow."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise invalid_arg(f"sampling parameter '{name}' must be a JSON object") from None
-    if not isinstance(value, dict):
-        raise invalid_arg(f"sampling parameter '{name}' must be a JSON object, got {value!r}")
+    value = _json_object(name, value, "a JSON object")
     kinds = sorted(key for key, given in value.items() if given not in (None, False))
     if kinds == ["json"]:
         return _schema(name, value["json"])

@@ -87,24 +87,26 @@ class _Element:
     logprobs: list[dict[int, float]] | None
 
 
-def _flag(request: InferenceRequest, name: str) -> bool | None:
+def _single(request: InferenceRequest, name: str, what: str) -> Any:
+    """The one element of input ``name`` (None when absent); INVALID_ARG when it holds more."""
     tensor = request.inputs.get(name)
     if tensor is None:
         return None
     values = tensor.numpy().reshape(-1)
     if values.size != 1:
-        raise invalid_arg(f"input '{name}' must hold one value, got {values.size}")
-    return bool(values[0])
+        raise invalid_arg(f"input '{name}' must hold one {what}, got {values.size}")
+    return values[0]
+
+
+def _flag(request: InferenceRequest, name: str) -> bool | None:
+    value = _single(request, name, "value")
+    return None if value is None else bool(value)
 
 
 def _string(request: InferenceRequest, name: str) -> str | None:
-    tensor = request.inputs.get(name)
-    if tensor is None:
+    value = _single(request, name, "string")
+    if value is None:
         return None
-    values = tensor.numpy().reshape(-1)
-    if values.size != 1:
-        raise invalid_arg(f"input '{name}' must hold one string, got {values.size}")
-    value = values[0]
     try:
         return value.decode("utf-8") if isinstance(value, bytes) else str(value)
     except UnicodeDecodeError:

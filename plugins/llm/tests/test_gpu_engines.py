@@ -26,6 +26,7 @@ from naiad_llm.engines._gpu_requests import (
     json_constraint,
     lora_for,
     lora_ids,
+    lora_request,
     one_sequence,
     trtllm_sampling_kwargs,
     vllm_sampling_kwargs,
@@ -137,6 +138,13 @@ def test_lora_for_resolves_names_and_refuses_unknown_ones() -> None:
     assert raised.value.code is ErrorCode.INVALID_ARG
     with pytest.raises(NaiadError, match="serves no LoRA adapters"):
         lora_for("m", {}, "alpaca")
+
+
+def test_lora_request_builds_the_engines_request_with_its_keywords() -> None:
+    loras = lora_ids({"alpaca": "/w/alpaca"})
+    assert lora_request("m", loras, None, lambda: dict) is None
+    built = lora_request("m", loras, "alpaca", lambda: dict)  # vLLM and TensorRT-LLM take the same keywords
+    assert built == {"lora_name": "alpaca", "lora_int_id": 1, "lora_path": "/w/alpaca"}
 
 
 # --- outputs ---------------------------------------------------------------------------------------

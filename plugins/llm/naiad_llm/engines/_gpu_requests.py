@@ -6,7 +6,7 @@ modules wrap them in the engines' own classes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from naiad.backend import invalid_arg
@@ -84,6 +84,18 @@ def lora_for(model_name: str, loras: Mapping[str, tuple[int, str]], name: str | 
         raise invalid_arg(f"model '{model_name}' has no LoRA adapter '{name}'; it serves: {known}")
     lora_id, path = loras[name]
     return name, lora_id, path
+
+
+def lora_request(
+    model_name: str, loras: Mapping[str, tuple[int, str]], name: str | None, request_class: Callable[[], Any]
+) -> Any:
+    """The engine's ``LoRARequest`` (``request_class()`` imports it) for the adapter a request names;
+    None for the base model; INVALID_ARG if unknown."""
+    adapter = lora_for(model_name, loras, name)
+    if adapter is None:
+        return None
+    lora_name, lora_id, path = adapter
+    return request_class()(lora_name=lora_name, lora_int_id=lora_id, lora_path=path)
 
 
 def one_sequence(model_name: str, settings: SamplingSettings) -> None:

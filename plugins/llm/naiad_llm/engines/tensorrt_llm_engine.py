@@ -20,7 +20,7 @@ from naiad_llm.engine import JSON_SCHEMA, Engine, EngineInfo, EngineStats, Gener
 from naiad_llm.engines import EngineSettings
 from naiad_llm.engines._gpu_device import only_device, world_size
 from naiad_llm.engines._gpu_outputs import TextStream, finish_reason, logprob_dicts
-from naiad_llm.engines._gpu_requests import lora_for, lora_ids, one_sequence, trtllm_sampling_kwargs
+from naiad_llm.engines._gpu_requests import lora_ids, lora_request, one_sequence, trtllm_sampling_kwargs
 from naiad_llm.engines._gpu_stats import trtllm_engine_stats
 
 STATS_PERIOD_S = 1.0  # how often the iteration stats are read
@@ -177,13 +177,7 @@ class TensorRTLLMEngine(Engine):
         return SamplingParams(**kwargs)
 
     def _lora_request(self, name: str | None) -> Any:
-        adapter = lora_for(self._settings.model_name, self._loras, name)
-        if adapter is None:
-            return None
-        from tensorrt_llm.executor import LoRARequest
-
-        lora_name, lora_id, path = adapter
-        return LoRARequest(lora_name=lora_name, lora_int_id=lora_id, lora_path=path)
+        return lora_request(self._settings.model_name, self._loras, name, _lora_request_class)
 
 
 def _finish(reason: object, stopped_by_text: bool) -> str:
@@ -193,3 +187,9 @@ def _finish(reason: object, stopped_by_text: bool) -> str:
 def create_engine(settings: EngineSettings) -> Engine:
     """The factory's entry point (:mod:`naiad_llm.engines`)."""
     return TensorRTLLMEngine(settings)
+
+
+def _lora_request_class() -> Any:
+    from tensorrt_llm.executor import LoRARequest
+
+    return LoRARequest

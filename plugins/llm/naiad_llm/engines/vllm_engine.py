@@ -28,7 +28,7 @@ from naiad_llm.engine import (
 from naiad_llm.engines import EngineSettings
 from naiad_llm.engines._gpu_device import only_device, world_size
 from naiad_llm.engines._gpu_outputs import finish_reason, logprob_dicts
-from naiad_llm.engines._gpu_requests import lora_for, lora_ids, one_sequence, vllm_sampling_kwargs
+from naiad_llm.engines._gpu_requests import lora_ids, lora_request, one_sequence, vllm_sampling_kwargs
 from naiad_llm.engines._gpu_stats import VllmLoad
 
 
@@ -119,13 +119,7 @@ class VllmEngine(Engine):
         return SamplingParams(**kwargs, output_kind=RequestOutputKind.DELTA)
 
     def _lora_request(self, name: str | None) -> Any:
-        adapter = lora_for(self._settings.model_name, self._loras, name)
-        if adapter is None:
-            return None
-        from vllm.lora.request import LoRARequest
-
-        lora_name, lora_id, path = adapter
-        return LoRARequest(lora_name=lora_name, lora_int_id=lora_id, lora_path=path)
+        return lora_request(self._settings.model_name, self._loras, name, _lora_request_class)
 
 
 def _structured_outputs(constraint: dict[str, Any]) -> dict[str, Any]:
@@ -140,3 +134,9 @@ def _structured_outputs(constraint: dict[str, Any]) -> dict[str, Any]:
 def create_engine(settings: EngineSettings) -> Engine:
     """The factory's entry point (:mod:`naiad_llm.engines`)."""
     return VllmEngine(settings)
+
+
+def _lora_request_class() -> Any:
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest
