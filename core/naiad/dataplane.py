@@ -22,6 +22,7 @@ from naiad.lifecycle import ModelLifecycle
 from naiad.logs import LogControl
 from naiad.models import ModelState, ServingModel
 from naiad.service import InferenceService
+from naiad.shared_memory import SharedMemoryRegistry
 from naiad.sinks import LoopInbox, LoopSink, single_response
 from naiad.tensor import Tensor
 
@@ -29,15 +30,16 @@ logger = logging.getLogger(__name__)
 
 SERVER_NAME = "triton"
 
-EXTENSIONS = (
+_EXTENSIONS_BEFORE_SHARED_MEMORY = (
     "classification",
     "sequence",
     "model_repository",
+    "model_repository(unload_dependents)",
     "schedule_policy",
     "model_configuration",
-    "binary_tensor_data",
-    "parameters",
+    "system_shared_memory",
 )
+_EXTENSIONS_AFTER_SHARED_MEMORY = ("binary_tensor_data", "parameters")
 
 _READINESS_TIMEOUT_S = 5.0  # an instance's is_ready() that takes longer counts as not ready
 
@@ -72,6 +74,7 @@ class DataPlane:
         self.strict_readiness = strict_readiness
         self.logs = logs or LogControl()
         self.statistics = statistics
+        self.shared_memory = SharedMemoryRegistry()
         self._state = ServerState.STARTING
         self._in_flight = 0
         self._idle = asyncio.Event()
@@ -127,7 +130,12 @@ class DataPlane:
         return True
 
     def server_metadata(self) -> dict[str, Any]:
-        extensions = [*EXTENSIONS, "statistics", "logging"] if self.statistics else [*EXTENSIONS, "logging"]
+        """Triton's server metadata; its extensions in Triton's order (CUDA shared memory only with a GPU)."""
+        extensions = list(_EXTENSIONS_BEFORE_SHARED_MEMORY)
+        if self.shared_memory.cuda_available:
+            extensions.append("cuda_shared_memory")
+        extensions += _EXTENSIONS_AFTER_SHARED_MEMORY
+        extensions += ["statistics", "logging"] if self.statistics else ["logging"]
         return {"name": SERVER_NAME, "version": self.version, "extensions": extensions}
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:

@@ -204,6 +204,7 @@ class Server:
             await frontend.stop()
         await asyncio.to_thread(self.lifecycle.unload_all)
         await asyncio.to_thread(self.registry.finalize_all)
+        self.dataplane.shared_memory.close()
         self.system_metrics.close()
         logger.info("naiad stopped")
 

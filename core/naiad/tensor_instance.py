@@ -24,13 +24,20 @@ from naiad.backend_model import ModelInstance
 from naiad.errors import NaiadError
 from naiad.inference import InferenceRequest, InferenceResponse, report_compute
 from naiad.protocol.model_config_pb2 import ModelConfig
-from naiad.tensor import Tensor
+from naiad.tensor import MemoryKind, Tensor
 
 Arrays = dict[str, npt.NDArray[Any]]
 
 
 class TensorInstance(ModelInstance):
-    """Subclass and implement :meth:`run`; ``execute`` does the batching bookkeeping."""
+    """Subclass and implement :meth:`run`; ``execute`` does the batching bookkeeping.
+
+    Set ``device_inputs`` when :meth:`run` also takes device arrays (torch or CuPy, e.g. inputs read
+    from CUDA shared memory): an input on a GPU is then handed over as it is, without a host round trip,
+    when the engine call serves one request; otherwise every input arrives as a host numpy array.
+    """
+
+    device_inputs = False
 
     def __init__(self, config: ModelConfig) -> None:
         self.model_name = config.name
@@ -57,7 +64,7 @@ class TensorInstance(ModelInstance):
 
     def _execute_group(self, group: list[InferenceRequest]) -> None:
         if len(group) == 1:
-            inputs = {name: tensor.numpy() for name, tensor in group[0].inputs.items()}
+            inputs = {name: self._array(tensor) for name, tensor in group[0].inputs.items()}
         else:
             inputs = {
                 name: np.concatenate([request.inputs[name].numpy() for request in group]) for name in group[0].inputs
@@ -78,6 +85,11 @@ class TensorInstance(ModelInstance):
             offset += request.batch_size
             tensors = [self._tensor(name, outputs[name][rows]) for name in request.requested_outputs if name in outputs]
             request.sender.send(InferenceResponse(outputs=tensors), final=True)
+
+    def _array(self, tensor: Tensor) -> Any:
+        if self.device_inputs and tensor.memory is MemoryKind.GPU:
+            return tensor.data
+        return tensor.numpy()
 
     def _tensor(self, name: str, array: npt.NDArray[Any]) -> Tensor:
         datatype = self.output_types.get(name)

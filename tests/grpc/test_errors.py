@@ -344,10 +344,8 @@ def test_classification_counts_below_one_and_other_types_are_refused(
     )
 
 
-def test_shared_memory_is_not_supported_yet(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
+def test_an_unregistered_shared_memory_region_is_not_found(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
     request = _request(raw=[np.ones(4, dtype=np.float32).tobytes()])
     request.inputs[1].parameters["shared_memory_region"].string_param = "region"
-    assert _status(stub, request) == (
-        grpc.StatusCode.UNIMPLEMENTED,
-        "shared memory inputs are not supported by naiad yet",
-    )
+    request.inputs[1].parameters["shared_memory_byte_size"].int64_param = 16
+    assert _status(stub, request) == (grpc.StatusCode.NOT_FOUND, "Unable to find shared memory region: 'region'")

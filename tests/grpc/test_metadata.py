@@ -130,18 +130,7 @@ def test_model_config_protobuf_keeps_int64(client: grpcclient.InferenceServerCli
     assert list(config.input[0].dims) == [1]
 
 
-@pytest.mark.parametrize(
-    ("rpc", "request_message"),
-    [
-        ("SystemSharedMemoryStatus", service_pb2.SystemSharedMemoryStatusRequest()),
-        ("SystemSharedMemoryRegister", service_pb2.SystemSharedMemoryRegisterRequest()),
-        ("SystemSharedMemoryUnregister", service_pb2.SystemSharedMemoryUnregisterRequest()),
-        ("CudaSharedMemoryStatus", service_pb2.CudaSharedMemoryStatusRequest()),
-        ("CudaSharedMemoryRegister", service_pb2.CudaSharedMemoryRegisterRequest()),
-        ("CudaSharedMemoryUnregister", service_pb2.CudaSharedMemoryUnregisterRequest()),
-        ("TraceSetting", service_pb2.TraceSettingRequest()),
-    ],
-)
+@pytest.mark.parametrize(("rpc", "request_message"), [("TraceSetting", service_pb2.TraceSettingRequest())])
 def test_later_features_are_unimplemented_by_name(
     stub: service_pb2_grpc.GRPCInferenceServiceStub, rpc: str, request_message: object
 ) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import tritonclient.http as httpclient
 
 from naiad.testing import ServerProcess
 
@@ -96,3 +97,23 @@ def test_perf_analyzer_streams_a_decoupled_model(
     stats = model_stats(server, "perf_stream")
     assert stats["inference_stats"]["fail"]["count"] == 0
     assert stats["response_stats"]["1"]["success"]["count"] == stats["inference_stats"]["success"]["count"]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_perf_analyzer_through_system_shared_memory(
+    server: ServerProcess, perf_analyzer: tuple[Path, dict[str, str]], protocol: str
+) -> None:
+    """perf_analyzer registers its own regions, sends every input and receives every output through them,
+    and unregisters them at the end."""
+    url = server.http_url if protocol == "http" else server.grpc_url
+    before = model_stats(server, "perf_batched")["inference_stats"]["success"]["count"]
+    _run(perf_analyzer, "-m", "perf_batched", "-b", "2", "-u", url, "-i", protocol, "--shared-memory=system")
+    stats = model_stats(server, "perf_batched")
+    assert stats["inference_stats"]["fail"]["count"] == 0
+    assert stats["inference_stats"]["success"]["count"] > before
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        assert client.get_system_shared_memory_status() == []
+    finally:
+        client.close()

@@ -81,6 +81,7 @@ TESTING = [
     "ServerProcess",
     "ThreadedServer",
     "free_ports",
+    "infer_through_shared_memory",
     "load_model",
     "serve_in_thread",
     "start_server",

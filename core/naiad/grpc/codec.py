@@ -25,6 +25,7 @@ from naiad.grpc.messages import Buffer, Encoded
 from naiad.grpc.status import cut_details
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.protocol import grpc_service_pb2 as pb
+from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, Window, input_tensor
 from naiad.tensor import Tensor
 from naiad.validation import request_prefix
 from naiad.wire import from_bytes
@@ -83,6 +84,11 @@ class DecodedRequest:
     outputs: list[RequestedOutput]
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
     enable_empty_final: bool = False
+
+    @property
+    def in_shared_memory(self) -> frozenset[str]:
+        """The outputs written to shared memory (their response entries carry no data)."""
+        return frozenset(output.name for output in self.outputs if output.destination is not None)
 
 
 def parse_version(text: str) -> str:
@@ -160,18 +166,32 @@ def request_parameters(parameters: Mapping[str, pb.InferParameter]) -> tuple[dic
 # -- requests ---------------------------------------------------------------------------------
 
 
-def decode_request(request: pb.ModelInferRequest, raw: Sequence[Buffer], model_name: str) -> DecodedRequest:
+def decode_request(
+    request: pb.ModelInferRequest,
+    raw: Sequence[Buffer],
+    model_name: str,
+    shared_memory: SharedMemoryRegistry | None = None,
+) -> DecodedRequest:
     """Decode a ModelInferRequest for ``model_name`` into tensors and parameters; ``raw`` holds its
-    ``raw_input_contents`` (see :func:`naiad.grpc.messages.parse_request`)."""
+    ``raw_input_contents`` (see :func:`naiad.grpc.messages.parse_request`), one entry for each input
+    not in shared memory. Shared-memory windows are resolved in ``shared_memory`` (refused without one)."""
     parameters, enable_empty_final = request_parameters(request.parameters)
     inputs: list[Tensor] = []
     seen: set[str] = set()
-    for index, tensor in enumerate(request.inputs):
+    index = 0
+    for tensor in request.inputs:
         if tensor.name in seen:
             raise invalid_arg(f"{request_prefix(request.id)}input '{tensor.name}' already exists in request")
         seen.add(tensor.name)
-        if "shared_memory_region" in tensor.parameters:
-            raise unsupported("shared memory inputs are not supported by naiad yet")
+        reference = _region_reference(tensor)
+        if reference is not None:
+            if tensor.HasField("contents"):
+                raise invalid_arg(
+                    f"unexpected 'content' provided when using shared memory for input tensor '{tensor.name}' "
+                    f"for model '{model_name}'"
+                )
+            inputs.append(_shared_tensor(tensor, reference, shared_memory, model_name, request.id))
+            continue
         if raw and tensor.HasField("contents"):
             raise invalid_arg(
                 f"contents field must not be specified when using raw_input_contents for '{tensor.name}' "
@@ -179,6 +199,7 @@ def decode_request(request: pb.ModelInferRequest, raw: Sequence[Buffer], model_n
             )
         if raw:
             chunk = raw[index] if index < len(raw) else None
+            index += 1
         elif tensor.HasField("contents"):
             chunk = _typed_bytes(tensor, model_name)
         else:
@@ -188,7 +209,73 @@ def decode_request(request: pb.ModelInferRequest, raw: Sequence[Buffer], model_n
                 f"unable to find data for input tensor '{tensor.name}' for model '{model_name}' in request."
             )
         inputs.append(_tensor(tensor, chunk, model_name, request.id))
-    return DecodedRequest(request.id, inputs, _requested_outputs(request), parameters, enable_empty_final)
+    outputs = _requested_outputs(request, shared_memory)
+    return DecodedRequest(request.id, inputs, outputs, parameters, enable_empty_final)
+
+
+_SharedTensor = pb.ModelInferRequest.InferInputTensor | pb.ModelInferRequest.InferRequestedOutputTensor
+
+
+def _region_reference(tensor: _SharedTensor) -> RegionReference | None:
+    """A tensor's ``shared_memory_*`` parameters, checked as Triton checks them; None if it has none."""
+    parameters = tensor.parameters
+    region = parameters.get("shared_memory_region")
+    if region is not None and region.WhichOneof("parameter_choice") != "string_param":
+        raise invalid_arg(
+            f"invalid value type for 'shared_memory_region' parameter for tensor '{tensor.name}', "
+            "expected string_param."
+        )
+    values = {}
+    for key in ("shared_memory_offset", "shared_memory_byte_size"):
+        value = parameters.get(key)
+        if value is None:
+            continue
+        if region is None:
+            raise invalid_arg(
+                f"'{key}' can not be specified without 'shared_memory_region' parameter for tensor '{tensor.name}'"
+            )
+        if value.WhichOneof("parameter_choice") != "int64_param":
+            raise invalid_arg(
+                f"invalid value type for '{key}' parameter for tensor '{tensor.name}', expected int64_param."
+            )
+        values[key] = value.int64_param
+    if region is None:
+        return None
+    if "shared_memory_byte_size" not in values:
+        raise invalid_arg(
+            f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor "
+            f"'{tensor.name}'"
+        )
+    offset = values.get("shared_memory_offset", 0)
+    if offset < 0:
+        raise invalid_arg(f"Invalid offset for shared memory region: '{region.string_param}'")
+    return RegionReference(region.string_param, offset, values["shared_memory_byte_size"])
+
+
+def _window(reference: RegionReference, shared_memory: SharedMemoryRegistry | None, *, writable: bool) -> Window:
+    if shared_memory is None:
+        raise unsupported("shared memory is not available on this endpoint")
+    return shared_memory.window(reference, writable=writable)
+
+
+def _shared_tensor(
+    tensor: pb.ModelInferRequest.InferInputTensor,
+    reference: RegionReference,
+    shared_memory: SharedMemoryRegistry | None,
+    model_name: str,
+    request_id: str,
+) -> Tensor:
+    window = _window(reference, shared_memory, writable=False)
+    datatype = datatypes.BY_WIRE.get(tensor.datatype)
+    if datatype is None:
+        return Tensor(tensor.name, "<invalid>", np.empty(0, dtype=np.uint8))
+    shape = list(tensor.shape)
+    if any(dim < 0 for dim in shape):
+        raise invalid_arg(
+            f"{request_prefix(request_id)}All input dimensions should be specified for input "
+            f"'{tensor.name}' for model '{model_name}', got [{','.join(str(dim) for dim in shape)}]"
+        )
+    return input_tensor(window, tensor.name, datatype, shape, model_name, request_id)
 
 
 def _tensor(tensor: pb.ModelInferRequest.InferInputTensor, chunk: Buffer, model_name: str, request_id: str) -> Tensor:
@@ -227,11 +314,17 @@ def _typed_bytes(tensor: pb.ModelInferRequest.InferInputTensor, model_name: str)
     return carried.astype(datatype.numpy.newbyteorder("<")).tobytes()
 
 
-def _requested_outputs(request: pb.ModelInferRequest) -> list[RequestedOutput]:
+def _requested_outputs(
+    request: pb.ModelInferRequest, shared_memory: SharedMemoryRegistry | None
+) -> list[RequestedOutput]:
     outputs: dict[str, RequestedOutput] = {}
     for output in request.outputs:
-        if "shared_memory_region" in output.parameters:
-            raise unsupported("shared memory outputs are not supported by naiad yet")
+        reference = _region_reference(output)
+        if reference is not None and "classification" in output.parameters:
+            raise invalid_arg("output can't set both 'shared_memory_region' and 'classification'")
+        destination = None
+        if reference is not None:
+            destination = RegionDestination(_window(reference, shared_memory, writable=True), output.name)
         classes = 0
         if "classification" in output.parameters:
             classification = output.parameters["classification"]
@@ -240,7 +333,9 @@ def _requested_outputs(request: pb.ModelInferRequest) -> list[RequestedOutput]:
             if classification.int64_param < 1:
                 raise invalid_arg("invalid value for 'classification' parameter, expected >= 0")
             classes = classification.int64_param
-        outputs.setdefault(output.name, RequestedOutput(output.name, classification=classes))  # a name twice: once
+        outputs.setdefault(
+            output.name, RequestedOutput(output.name, classification=classes, destination=destination)
+        )  # a name twice: once
     return list(outputs.values())
 
 
@@ -248,16 +343,24 @@ def _requested_outputs(request: pb.ModelInferRequest) -> list[RequestedOutput]:
 
 
 def encode_response(
-    response: InferenceResponse, *, model_name: str, model_version: str, request_id: str, final: bool | None = None
+    response: InferenceResponse,
+    *,
+    model_name: str,
+    model_version: str,
+    request_id: str,
+    final: bool | None = None,
+    in_shared_memory: frozenset[str] = frozenset(),
 ) -> Encoded:
-    """A ModelInferResponse with every output's bytes in ``raw_output_contents`` and, unless
-    ``final`` is None, the ``triton_final_response`` flag."""
+    """A ModelInferResponse with every output's bytes in ``raw_output_contents`` (an empty entry for
+    those written to shared memory, as Triton sends) and, unless ``final`` is None, the
+    ``triton_final_response`` flag."""
     head = pb.ModelInferResponse(model_name=model_name, model_version=model_version, id=request_id)
     for key, value in response.parameters.items():
         set_parameter(head.parameters[key], value)
     for tensor in response.outputs:
         head.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-    return bare_response(head, final, [_output_bytes(tensor) for tensor in response.outputs])
+    raw = [b"" if tensor.name in in_shared_memory else _output_bytes(tensor) for tensor in response.outputs]
+    return bare_response(head, final, raw)
 
 
 def bare_response(head: pb.ModelInferResponse, final: bool | None, raw: Sequence[Buffer] = ()) -> Encoded:

@@ -45,7 +45,7 @@ def decode(dataplane: DataPlane, received: InferRequestMessage, *, unary: bool) 
         codec.parse_version(message.model_version),
         refuse_decoupled=DECOUPLED_ON_UNARY if unary else None,
     )
-    return GrpcRequest(message, model, codec.decode_request(message, received.raw, model.name))
+    return GrpcRequest(message, model, codec.decode_request(message, received.raw, model.name, dataplane.shared_memory))
 
 
 async def model_infer(dataplane: DataPlane, request: GrpcRequest, max_message_size: int) -> Encoded:
@@ -60,6 +60,7 @@ async def model_infer(dataplane: DataPlane, request: GrpcRequest, max_message_si
         model_name=request.model.name,
         model_version=str(request.model.version),
         request_id=request.message.id,
+        in_shared_memory=decoded.in_shared_memory,
     )
     codec.check_size(encoded.size, max_message_size)
     return encoded

@@ -15,6 +15,7 @@ stream-unary, which is the same on the wire), so that nothing but its tensors ou
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -35,6 +36,7 @@ from naiad.memory import trim_soon
 from naiad.overrides import FILE_PREFIX
 from naiad.protocol import grpc_service_pb2 as pb
 from naiad.restrictions import Restriction, Restrictions
+from naiad.shared_memory import CUDA, SYSTEM
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +142,48 @@ class InferenceServicer:
         await self._dataplane.unload_model(request.model_name, unload_dependents=dependents)
         return pb.RepositoryModelUnloadResponse()
 
+    # -- shared memory -------------------------------------------------------------------------
+
+    async def system_shm_status(self, request: pb.SystemSharedMemoryStatusRequest) -> Message:
+        response = pb.SystemSharedMemoryStatusResponse()
+        for region in self._dataplane.shared_memory.status(SYSTEM, request.name):
+            response.regions[region["name"]].CopyFrom(pb.SystemSharedMemoryStatusResponse.RegionStatus(**region))
+        return response
+
+    async def system_shm_register(self, request: pb.SystemSharedMemoryRegisterRequest) -> Message:
+        if not request.name:
+            raise invalid_arg("'region name' is necessary to register system shared memory region")
+        self._dataplane.shared_memory.register_system(request.name, request.key, request.offset, request.byte_size)
+        return pb.SystemSharedMemoryRegisterResponse()
+
+    async def system_shm_unregister(self, request: pb.SystemSharedMemoryUnregisterRequest) -> Message:
+        self._dataplane.shared_memory.unregister(SYSTEM, request.name)
+        return pb.SystemSharedMemoryUnregisterResponse()
+
+    async def cuda_shm_status(self, request: pb.CudaSharedMemoryStatusRequest) -> Message:
+        response = pb.CudaSharedMemoryStatusResponse()
+        for region in self._dataplane.shared_memory.status(CUDA, request.name):
+            response.regions[region["name"]].CopyFrom(pb.CudaSharedMemoryStatusResponse.RegionStatus(**region))
+        return response
+
+    async def cuda_shm_register(self, request: pb.CudaSharedMemoryRegisterRequest) -> Message:
+        if not request.name:
+            raise invalid_arg("'region name' is necessary to register cuda shared memory region")
+        if request.device_id < 0:
+            raise invalid_arg(f"failed to register CUDA shared memory region '{request.name}': invalid device id")
+        await asyncio.to_thread(
+            self._dataplane.shared_memory.register_cuda,
+            request.name,
+            request.raw_handle,
+            request.device_id,
+            request.byte_size,
+        )
+        return pb.CudaSharedMemoryRegisterResponse()
+
+    async def cuda_shm_unregister(self, request: pb.CudaSharedMemoryUnregisterRequest) -> Message:
+        self._dataplane.shared_memory.unregister(CUDA, request.name)
+        return pb.CudaSharedMemoryUnregisterResponse()
+
     # -- streaming -----------------------------------------------------------------------------
 
     async def model_stream_infer(self, requests: Any, context: Any) -> None:
@@ -168,6 +212,12 @@ class InferenceServicer:
             "RepositoryIndex": self.repository_index,
             "RepositoryModelLoad": self.repository_model_load,
             "RepositoryModelUnload": self.repository_model_unload,
+            "SystemSharedMemoryStatus": self.system_shm_status,
+            "SystemSharedMemoryRegister": self.system_shm_register,
+            "SystemSharedMemoryUnregister": self.system_shm_unregister,
+            "CudaSharedMemoryStatus": self.cuda_shm_status,
+            "CudaSharedMemoryRegister": self.cuda_shm_register,
+            "CudaSharedMemoryUnregister": self.cuda_shm_unregister,
         }
         handlers: dict[str, Any] = {}
         for method in pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods:

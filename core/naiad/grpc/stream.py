@@ -253,6 +253,7 @@ def _stream_response(request: GrpcRequest, event: ResponseEvent) -> Encoded | No
         model_version=str(request.model.version),
         request_id=request.message.id,
         final=event.final,
+        in_shared_memory=request.decoded.in_shared_memory,
     )
     return codec.stream_response(message)
 

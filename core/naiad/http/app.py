@@ -19,6 +19,7 @@ from naiad.http.generate import GenerateRequest, decode_generate, generate_event
 from naiad.http.observability import observability_routes
 from naiad.http.repository import repository_routes
 from naiad.http.router import HttpRouter
+from naiad.http.shared_memory import shared_memory_routes
 from naiad.http.status import http_status
 from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
@@ -122,6 +123,7 @@ def build_app(
         Route("/v2", server_metadata, methods=["GET"]),
         *observability_routes(dataplane),
         *repository_routes(dataplane),
+        *shared_memory_routes(dataplane.shared_memory),
         *extra_routes,
     ]
     for suffix, endpoint, method in model_routes:

@@ -20,6 +20,7 @@ from naiad.errors import ErrorCode, NaiadError, invalid_arg
 from naiad.http import nesting
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.models import ModelSignature
+from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, Window, input_tensor
 from naiad.tensor import Tensor
 from naiad.validation import request_prefix, validate_inputs
 from naiad.wire import INT64_MAX, element_count, from_bytes, tensor_bytes
@@ -55,6 +56,7 @@ class _Declared:
     binary: bool
     data: Any = None  # the JSON 'data' value
     size: int = 0  # binary_data_size
+    window: Window | None = None  # the shared-memory window holding the data
 
 
 def decode_request(
@@ -63,12 +65,14 @@ def decode_request(
     model_name: str,
     signature: ModelSignature,
     max_input_size: int = INT64_MAX,
+    shared_memory: SharedMemoryRegistry | None = None,
 ) -> DecodedRequest:
     """Decode an infer request body for ``model_name``.
 
     Every input's shape and size is checked, and the inputs are validated against the model, before
     any tensor data is decoded; binary inputs become views of ``body`` (copied first unless it is a
-    ``bytearray``, so that tensors stay writable, as Triton's python backend hands them out).
+    ``bytearray``, so that tensors stay writable, as Triton's python backend hands them out). Inputs
+    and outputs in shared memory are resolved in ``shared_memory`` (refused without one).
     """
     if header_length == 0:
         return _decode_raw(body, model_name, signature)
@@ -95,7 +99,7 @@ def decode_request(
     names: set[str] = set()
     offset = 0
     for raw in raw_inputs:
-        tensor = _declare_input(raw, binary_length - offset, model_name, request_id, max_input_size)
+        tensor = _declare_input(raw, binary_length - offset, model_name, request_id, max_input_size, shared_memory)
         offset += tensor.data.size
         if tensor.name in names:
             raise invalid_arg(f"{request_prefix(request_id)}input '{tensor.name}' already exists in request")
@@ -112,7 +116,8 @@ def decode_request(
     for tensor in declared:
         inputs.append(_decode_data(tensor, binary, offset, model_name, request_id, max_input_size))
         offset += tensor.data.size
-    return DecodedRequest(request_id, inputs, _outputs(document.get("outputs")), parameters, binary_default)
+    outputs = _outputs(document.get("outputs"), shared_memory)
+    return DecodedRequest(request_id, inputs, outputs, parameters, binary_default)
 
 
 def _load_json(data: bytes | bytearray) -> Any:
@@ -133,7 +138,7 @@ def _parameters(raw: Any) -> dict[str, ParameterValue]:
     return dict(raw)
 
 
-def _outputs(raw: Any) -> list[RequestedOutput]:
+def _outputs(raw: Any, shared_memory: SharedMemoryRegistry | None) -> list[RequestedOutput]:
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -143,6 +148,11 @@ def _outputs(raw: Any) -> list[RequestedOutput]:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise parse_error("Unable to parse 'name': attempt to access non-existing object member 'name'")
         parameters = entry.get("parameters") or {}
+        if isinstance(parameters, dict) and "shared_memory_region" in parameters:
+            if "classification" in parameters:
+                raise invalid_arg("Output can't set both 'shared_memory_region' and 'classification'")
+            if parameters.get("binary_data") is True:
+                raise invalid_arg("Output can't set both 'shared_memory_region' and 'binary_data'")
         binary = parameters.get("binary_data")
         if binary is not None and not isinstance(binary, bool):
             raise parse_error("Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean")
@@ -151,13 +161,38 @@ def _outputs(raw: Any) -> list[RequestedOutput]:
             raise parse_error(
                 "Unable to set 'classification': attempt to access JSON non-unsigned-integer as unsigned-integer"
             )
+        destination = None
         if "shared_memory_region" in parameters:
-            raise NaiadError("shared memory outputs are not supported by this server yet", ErrorCode.UNSUPPORTED)
-        outputs.append(RequestedOutput(entry["name"], binary, classification))
+            window = _window(parameters, shared_memory, writable=True)
+            destination = RegionDestination(window, entry["name"])
+        outputs.append(RequestedOutput(entry["name"], binary, classification, destination))
     return outputs
 
 
-def _declare_input(raw: Any, binary_left: int, model_name: str, request_id: str, max_input_size: int) -> Tensor:
+def _window(parameters: dict[str, Any], shared_memory: SharedMemoryRegistry | None, *, writable: bool) -> Window:
+    """The checked shared-memory window a tensor's ``shared_memory_*`` parameters name."""
+    region = parameters["shared_memory_region"]
+    if not isinstance(region, str):
+        raise parse_error("Unable to parse 'shared_memory_region': attempt to access JSON non-string as string")
+    offset, byte_size = (parameters.get(key, 0) for key in ("shared_memory_offset", "shared_memory_byte_size"))
+    for key, value in (("shared_memory_offset", offset), ("shared_memory_byte_size", byte_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise parse_error(
+                f"Unable to parse '{key}': attempt to access JSON non-unsigned-integer as unsigned-integer"
+            )
+    if shared_memory is None:
+        raise NaiadError("shared memory is not available on this endpoint", ErrorCode.UNSUPPORTED)
+    return shared_memory.window(RegionReference(region, offset, byte_size), writable=writable)
+
+
+def _declare_input(
+    raw: Any,
+    binary_left: int,
+    model_name: str,
+    request_id: str,
+    max_input_size: int,
+    shared_memory: SharedMemoryRegistry | None,
+) -> Tensor:
     """An input's name, datatype and shape, checked, with its data still undecoded."""
     if not isinstance(raw, dict):
         raise parse_error("Unable to parse 'inputs': attempt to access JSON non-object as object")
@@ -190,7 +225,8 @@ def _declare_input(raw: Any, binary_left: int, model_name: str, request_id: str,
             + (f"set {' '.join(sources)}" if sources else "no field is set")
         )
     if sources[0] == "'shared_memory_region'":
-        raise NaiadError("shared memory inputs are not supported by this server yet", ErrorCode.UNSUPPORTED)
+        window = _window(parameters, shared_memory, writable=False)
+        return Tensor(name, datatype.wire, _Declared(tuple(shape), 0, datatype, True, window=window))
     count = element_count(name, shape, datatype)
     if "data" in raw:
         byte_size = count * datatype.byte_size
@@ -220,6 +256,8 @@ def _decode_data(
 ) -> Tensor:
     declared: _Declared = tensor.data
     shape = list(declared.shape)
+    if declared.window is not None:
+        return input_tensor(declared.window, tensor.name, declared.datatype, shape, model_name, request_id)
     if not declared.binary:
         array = _from_json(declared.data, declared.datatype, shape, declared.count, tensor.name, max_input_size)
     else:
@@ -358,7 +396,11 @@ def encode_response(
         # binary_data_output covers the outputs of a request that lists none; a listed one says for itself.
         requested = wanted.get(tensor.name)
         binary = request.binary_default if requested is None else bool(requested.binary)
-        if binary:
+        if requested is not None and requested.destination is not None:
+            written = dict(requested.destination.parameters())
+            if written:
+                entry["parameters"] = written
+        elif binary:
             raw = tensor_bytes(tensor)
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)

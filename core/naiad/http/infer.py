@@ -92,7 +92,9 @@ async def infer(
     body = await decompress(body, headers.get("content-encoding"), limits.max_input_size)
     model = dataplane.service.resolve(name, version, refuse_decoupled=DECOUPLED_ON_HTTP)
     header_length = _header_length(headers.get("inference-header-content-length"))
-    decoded = codec.decode_request(body, header_length, name, model.signature, limits.max_input_size)
+    decoded = codec.decode_request(
+        body, header_length, name, model.signature, limits.max_input_size, dataplane.shared_memory
+    )
     del body  # the tensors hold views of it
     inference = dataplane.infer(
         model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters

@@ -12,6 +12,7 @@ from naiad.testing.inprocess import LoadedModel, ResponseCollector, load_model, 
 from naiad.testing.ports import free_ports
 from naiad.testing.process import ServerProcess, start_server
 from naiad.testing.repository import ModelRepositoryBuilder
+from naiad.testing.shared_memory import infer_through_shared_memory
 from naiad.testing.threaded import ThreadedServer, serve_in_thread
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "ServerProcess",
     "ThreadedServer",
     "free_ports",
+    "infer_through_shared_memory",
     "load_model",
     "serve_in_thread",
     "start_server",

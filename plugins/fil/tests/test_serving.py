@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, infer_through_shared_memory
 
 from . import models
 from .conftest import PROTOCOLS, ServeRepository, connect, fil_config, infer
@@ -132,6 +132,13 @@ def test_served_output_matches_the_library(served: Served, model: str, protocol:
     output = infer(served.server, protocol, model, models.TEST)
     assert output.shape == expected.shape
     np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_rows_through_system_shared_memory(served: Served, protocol: str) -> None:
+    url = served.server.http_url if protocol == "http" else served.server.grpc_url
+    output = infer_through_shared_memory(url, protocol, "lgbm_proba", {"input__0": models.TEST})["output__0"]
+    np.testing.assert_allclose(output, served.expected["lgbm_proba"](models.TEST), rtol=1e-5)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -15,7 +15,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from naiad.testing import ServerProcess, start_server
+from naiad.testing import ServerProcess, infer_through_shared_memory, start_server
 
 from . import onnx_models
 from .conftest import floats, ort_reference, write_model
@@ -134,6 +134,18 @@ def test_served_results_match_onnxruntime(
     for name, value in expected.items():
         assert served[name].dtype == value.dtype, name
         np.testing.assert_allclose(served[name], value, rtol=1e-6)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("model", ["add_sub", "int64_scale", "bool_logic"])
+def test_inputs_and_outputs_through_system_shared_memory(server: ServerProcess, protocol: str, model: str) -> None:
+    inputs = dict(_cases())[model]
+    url = server.http_url if protocol == "http" else server.grpc_url
+    through_shared_memory = infer_through_shared_memory(url, protocol, model, inputs)
+    through_socket = _infer(server, protocol, model, inputs, list(through_shared_memory))
+    assert through_socket
+    for name, value in through_socket.items():
+        np.testing.assert_array_equal(through_shared_memory[name], value)
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -13,7 +13,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, infer_through_shared_memory, start_server
 
 from . import models
 from .conftest import PROTOCOLS, Sources, batch_of, infer_http, place
@@ -90,6 +90,17 @@ def test_add_mul_matches_openvino(server: ServerProcess, sources: Sources, model
     expected = models.reference(source, inputs)
     np.testing.assert_allclose(expected["OUTPUT1"], inputs["INPUT0"] * models.SCALE, rtol=1e-6)
     _check(_infer(server, protocol, model, inputs), expected)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_inputs_and_outputs_through_system_shared_memory(
+    server: ServerProcess, sources: Sources, protocol: str
+) -> None:
+    inputs = batch_of(2, seed=5)
+    url = server.http_url if protocol == "http" else server.grpc_url
+    _check(
+        infer_through_shared_memory(url, protocol, "ir_config", inputs), models.reference(sources.add_mul_xml, inputs)
+    )
 
 
 def test_auto_completed_config_is_served(server: ServerProcess) -> None:

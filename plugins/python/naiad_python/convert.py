@@ -26,8 +26,16 @@ _RESERVED_PARAMETERS = frozenset(
 
 
 def input_tensor(tensor: CoreTensor) -> Tensor:
-    """A core tensor (a request input, a BLS output) as a ``pb_utils.Tensor`` sharing its data."""
-    return Tensor._wrap(tensor.name, tensor.numpy(), datatypes.from_wire(tensor.datatype).number, tensor)
+    """A core tensor (a request input, a BLS output) as a ``pb_utils.Tensor`` sharing its data.
+
+    Read-only data (a client's shared memory) is copied: models may write to their inputs, as
+    Triton's python backend lets them.
+    """
+    array = tensor.numpy()
+    number = datatypes.from_wire(tensor.datatype).number
+    if not array.flags.writeable:
+        return Tensor._wrap(tensor.name, array.copy(), number)
+    return Tensor._wrap(tensor.name, array, number, tensor)
 
 
 def output_tensor(tensor: Tensor) -> CoreTensor:

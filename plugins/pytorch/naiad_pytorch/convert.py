@@ -35,8 +35,11 @@ def type_name(dtype: torch.dtype) -> str:
     return DataType.Name(number) if number is not None else str(dtype)
 
 
-def to_tensor(array: npt.NDArray[Any], data_type: int) -> torch.Tensor:
-    """A CPU tensor sharing ``array``'s memory when it can (read-only arrays are copied)."""
+def to_tensor(array: npt.NDArray[Any] | torch.Tensor, data_type: int) -> torch.Tensor:
+    """A tensor sharing ``array``'s memory when it can (read-only arrays are copied); a device tensor
+    (an input in CUDA shared memory) is used as it is."""
+    if isinstance(array, torch.Tensor):
+        return array.view(torch.bfloat16) if data_type == DataType.TYPE_BF16 else array
     if not array.flags.writeable:
         array = array.copy()
     if data_type == DataType.TYPE_BF16:

@@ -36,6 +36,8 @@ def device_for(context: InstanceContext) -> torch.device | None:
 class PytorchInstance(TensorInstance):
     """Runs ``forward`` on its device; with KIND_GPU on its own CUDA stream, like Triton."""
 
+    device_inputs = True  # inputs in CUDA shared memory reach the model as device tensors
+
     def __init__(self, model: PytorchModel, context: InstanceContext) -> None:
         super().__init__(context.config)
         self.instance_name = context.name

@@ -20,7 +20,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, infer_through_shared_memory, start_server
 
 from .models import (
     TORCHSCRIPT_DEPRECATION,
@@ -203,6 +203,17 @@ def test_add_sub(served: tuple[ServerProcess, Models], client_module: ModuleType
     expected = reference(models.file("add_sub"), a, b)
     np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), expected[0])
     np.testing.assert_allclose(result.as_numpy("OUTPUT__1"), expected[1])
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_add_sub_through_system_shared_memory(served: tuple[ServerProcess, Models], protocol: str) -> None:
+    server, models = served
+    a, b = fp32(3, 4, seed=3), fp32(3, 4, seed=4)
+    url = server.http_url if protocol == "http" else server.grpc_url
+    result = infer_through_shared_memory(url, protocol, "add_sub", {"INPUT__0": a, "INPUT__1": b})
+    expected = reference(models.file("add_sub"), a, b)
+    np.testing.assert_allclose(result["OUTPUT__0"], expected[0])
+    np.testing.assert_allclose(result["OUTPUT__1"], expected[1])
 
 
 @pytest.mark.parametrize("client_module", CLIENTS)

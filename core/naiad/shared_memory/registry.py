@@ -1,0 +1,127 @@
+"""The server's registered shared-memory regions, system and CUDA, under one namespace (as Triton's).
+
+Frontends register, unregister and report regions here, and resolve a request's
+``shared_memory_region``/``_offset``/``_byte_size`` parameters to a checked window of one. A
+window holds its region: unregistering removes the name at once (it may be registered again) and
+the memory stays mapped until the last request using it has finished.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found
+from naiad.shared_memory.cuda import CudaRegion, CudaRuntime, CudaWindow, no_gpu
+from naiad.shared_memory.system import SystemRegion
+
+Region = SystemRegion | CudaRegion
+
+SYSTEM = "system"
+CUDA = "cuda"
+
+
+@dataclass(frozen=True, slots=True)
+class RegionReference:
+    """A request's pointer into a region: the three ``shared_memory_*`` parameters of a tensor."""
+
+    region: str
+    offset: int
+    byte_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A checked window of a region: host memory (``memory``) or device memory (``device``)."""
+
+    name: str
+    byte_size: int
+    memory: memoryview | None = None
+    device: CudaWindow | None = None
+
+
+class SharedMemoryRegistry:
+    """Registered regions by name; safe to use from any thread."""
+
+    def __init__(self) -> None:
+        self._regions: dict[str, Region] = {}
+        self._lock = threading.Lock()
+        self._cuda: tuple[CudaRuntime | None, str] | None = None
+
+    # -- the CUDA runtime ----------------------------------------------------------------------
+
+    @property
+    def cuda_available(self) -> bool:
+        return self._cuda_runtime()[0] is not None
+
+    def _cuda_runtime(self) -> tuple[CudaRuntime | None, str]:
+        if self._cuda is None:
+            self._cuda = CudaRuntime.probe()
+        return self._cuda
+
+    # -- registration --------------------------------------------------------------------------
+
+    def register_system(self, name: str, key: str, offset: int, byte_size: int) -> None:
+        with self._lock:
+            self._check_free(name)
+            self._regions[name] = SystemRegion(name, key, offset, byte_size)
+
+    def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
+        runtime, reason = self._cuda_runtime()
+        if runtime is None:
+            raise no_gpu(name, reason)
+        with self._lock:
+            self._check_free(name)
+            self._regions[name] = CudaRegion(runtime, name, raw_handle, device_id, byte_size)
+
+    def _check_free(self, name: str) -> None:
+        if name in self._regions:
+            raise NaiadError(f"shared memory region '{name}' already in manager", ErrorCode.ALREADY_EXISTS)
+
+    def unregister(self, kind: str, name: str = "") -> None:
+        """Forget one region of ``kind`` (no error if there is none), or every one of ``kind``."""
+        with self._lock:
+            names = [name] if name else list(self._regions)
+            removed = [self._regions.pop(n) for n in names if n in self._regions and self._regions[n].kind == kind]
+        for region in removed:
+            region.close()
+
+    def status(self, kind: str, name: str = "") -> list[dict[str, Any]]:
+        """The status of one region of ``kind``, or of every one."""
+        with self._lock:
+            if not name:
+                return [region.status() for region in self._regions.values() if region.kind == kind]
+            region = self._regions.get(name)
+        label = "cuda" if kind == CUDA else "system"
+        if region is None:
+            raise not_found(f"Unable to find {label} shared memory region: '{name}'")
+        if region.kind != kind:
+            registered, asked = ("CUDA", "system") if region.kind == CUDA else ("system", "CUDA")
+            raise not_found(
+                f"The region named '{name}' is registered as {registered} shared memory, not {asked} shared memory"
+            )
+        return [region.status()]
+
+    def close(self) -> None:
+        """Unregister everything (the server is stopping)."""
+        self.unregister(SYSTEM)
+        self.unregister(CUDA)
+
+    # -- windows for requests ------------------------------------------------------------------
+
+    def window(self, reference: RegionReference, *, writable: bool) -> Window:
+        """The checked window ``reference`` names, to read an input from or write an output to."""
+        with self._lock:
+            region = self._regions.get(reference.region)
+        if region is None:
+            raise not_found(f"Unable to find shared memory region: '{reference.region}'")
+        offset, byte_size = reference.offset, reference.byte_size
+        if not 0 <= offset < region.byte_size:
+            raise invalid_arg(f"Invalid offset for shared memory region: '{reference.region}'")
+        if byte_size <= 0 or offset + byte_size > region.byte_size:
+            raise invalid_arg(f"Invalid offset + byte size for shared memory region: '{reference.region}'")
+        if isinstance(region, CudaRegion):
+            return Window(region.name, byte_size, device=region.window(offset, byte_size))
+        view = region.write_view(offset, byte_size) if writable else region.read_view(offset, byte_size)
+        return Window(region.name, byte_size, memory=view)
