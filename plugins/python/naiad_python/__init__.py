@@ -41,10 +41,16 @@ def naiad_load_model(context: ModelLoadContext) -> BackendModel:
 
 @hookimpl
 def naiad_create_instance(model: BackendModel, context: InstanceContext) -> ModelInstance | None:
-    """Import a private copy of the model file and initialize a ``TritonPythonModel``."""
-    from naiad_python.backend_model import PythonModel
-    from naiad_python.instance import PythonModelInstance
+    """Import a private copy of the model file and initialize a ``TritonPythonModel``: in a worker process
+    when the config says ``INSTANCE_ISOLATION: "process"``, else in the server process."""
+    from naiad_python.backend_model import PythonModel, isolation_of
 
     if not isinstance(model, PythonModel):
         return None
+    if isolation_of(context) == "process":
+        from naiad_python.isolation.instance import IsolatedInstance
+
+        return IsolatedInstance(model, context)
+    from naiad_python.instance import PythonModelInstance
+
     return PythonModelInstance(model, context)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from naiad.backend import BackendModel, ErrorCode, ModelLoadContext, NaiadError
+from naiad.backend import BackendModel, ErrorCode, InstanceContext, ModelLoadContext, NaiadError
 from naiad_python import autocomplete
 from naiad_python.loader import ModelFileError
 
 DEFAULT_MODEL_FILENAME = "model.py"
+ISOLATION_PARAMETER = "INSTANCE_ISOLATION"
+ISOLATION_MODES = ("thread", "process")
 
 _log = logging.getLogger("naiad.python")
 
@@ -28,6 +30,19 @@ class PythonModel(BackendModel):
         self.version = context.version
         self.model_dir = context.model_dir
         self.model_file = model_file
+
+
+def isolation_of(context: ModelLoadContext | InstanceContext) -> str:
+    """Where instances run: ``"thread"`` (in the server process, the default) or ``"process"``."""
+    parameter = context.config.parameters.get(ISOLATION_PARAMETER)
+    mode = parameter.string_value.strip().lower() if parameter is not None else "thread"
+    if mode not in ISOLATION_MODES:
+        raise NaiadError(
+            f"python model '{context.model_name}': config parameter {ISOLATION_PARAMETER} is '{mode}'; "
+            f"use one of {', '.join(ISOLATION_MODES)}",
+            ErrorCode.INVALID_ARG,
+        )
+    return mode
 
 
 def model_file_of(context: ModelLoadContext) -> Path:
@@ -50,6 +65,7 @@ def load_model(context: ModelLoadContext) -> PythonModel:
     for key, reason in _IGNORED_PARAMETERS.items():
         if key in context.config.parameters:
             _log.warning("%s: config parameter %s is ignored by naiad (%s)", where, key, reason)
+    isolation_of(context)  # a wrong value fails the load, not the first instance
     if context.auto_complete:
         try:
             autocomplete.complete_config(context, model_file)

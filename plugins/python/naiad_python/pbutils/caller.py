@@ -26,7 +26,10 @@ def calling_unit(api: str) -> loader.ModelUnit:
 def server_of(unit: loader.ModelUnit, api: str) -> ServerHandle:
     """The server ``unit`` was loaded in."""
     if unit.server is None:
-        raise TritonModelException(f"{api} needs a server, and model '{unit.model_name}' was loaded without one")
+        raise TritonModelException(
+            f"{api} needs a server, and model '{unit.model_name}' was loaded without one (models in worker "
+            'processes, INSTANCE_ISOLATION "process", cannot call it yet: use INSTANCE_ISOLATION "thread")'
+        )
     return unit.server
 
 

@@ -1,0 +1,363 @@
+"""The server side of an isolated python-model instance: a model instance whose work runs in a worker.
+
+``execute`` writes the batch's inputs into its arena, sends the batch and waits until the worker's
+``execute`` returned; responses arrive on the reader thread, whenever the model sends them, and go to
+the requests' senders. A worker that dies (SIGKILL, a segfault, ``os._exit``) fails its requests in
+flight with an error naming the model and the instance; the instance reports not ready and starts a
+new worker, waiting longer each time one dies soon after starting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from functools import partial
+
+from naiad.backend import (
+    ErrorCode,
+    InferenceRequest,
+    InferenceResponse,
+    InstanceContext,
+    ModelInstance,
+    NaiadError,
+)
+from naiad_python.backend_model import PythonModel
+from naiad_python.isolation.arena import ReadArena, WriteArena
+from naiad_python.isolation.channel import Channel, ChannelClosed, Message
+
+_log = logging.getLogger("naiad.python")
+
+LOAD_TIMEOUT_S = 300.0
+FINALIZE_TIMEOUT_S = 30.0
+IS_READY_TIMEOUT_S = 5.0
+_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+_STABLE_S = 30.0  # a worker that lived this long resets the backoff
+
+
+class _Worker:
+    """One worker process, its channel and its arenas."""
+
+    def __init__(self, process: subprocess.Popen[bytes], channel: Channel) -> None:
+        self.process = process
+        self.channel = channel
+        self.inputs = WriteArena()
+        self.outputs = ReadArena()
+        self.started = time.monotonic()
+
+    def exit_reason(self) -> str:
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "it stopped answering"
+        if code < 0:
+            try:
+                return f"it was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"it was killed by signal {-code}"
+        return f"it exited with status {code}"
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.channel.close()
+        self.inputs.close()
+
+
+class IsolatedInstance(ModelInstance):
+    """A python-model instance served by a worker process (restarted when it dies)."""
+
+    def __init__(self, model: PythonModel, context: InstanceContext) -> None:
+        self.name = context.name
+        self.model_name = context.model_name
+        self._model = model
+        self._context = context
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._pending: dict[int, InferenceRequest] = {}
+        self._batches: dict[int, tuple[threading.Event, Sequence[InferenceRequest]]] = {}
+        self._ready: dict[int, Future[bool]] = {}
+        self._keys = itertools.count(1)
+        self._closing = False
+        self._failures = 0
+        self.restarts = 0
+        self._worker = self._start()
+
+    # -- starting and losing workers -----------------------------------------------------------
+
+    def _start(self) -> _Worker:
+        """Start a worker and load the instance in it; raise the worker's error if loading fails."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        command = [sys.executable, "-m", "naiad_python.isolation.worker", str(theirs.fileno())]
+        command.append(str(logging.getLogger("naiad").getEffectiveLevel()))
+        process = subprocess.Popen(command, pass_fds=[theirs.fileno()], start_new_session=True)
+        theirs.close()
+        worker = _Worker(process, Channel(ours))
+        context = self._context
+        worker.channel.send(
+            {
+                "op": "load",
+                "model_name": context.model_name,
+                "version": context.version,
+                "model_dir": str(context.model_dir),
+                "model_file": str(self._model.model_file),
+                "name": context.name,
+                "kind": context.kind,
+                "device_id": context.device_id,
+                "config": context.config.SerializeToString(),
+                "config_json": context.config_json,
+                "group": context.group,
+                "group_index": context.group_index,
+                "index": context.index,
+            }
+        )
+        ours.settimeout(LOAD_TIMEOUT_S)
+        try:
+            reply, _ = worker.channel.receive()
+        except (ChannelClosed, TimeoutError):
+            reason = worker.exit_reason()
+            worker.kill()
+            raise NaiadError(
+                f"python model '{self.model_name}' instance '{self.name}': its worker process failed while "
+                f"loading the model ({reason}); see the log above for its output",
+                ErrorCode.INTERNAL,
+            ) from None
+        ours.settimeout(None)
+        if reply["op"] != "loaded":
+            worker.kill()
+            raise NaiadError(reply["message"], ErrorCode[reply["code"]])
+        threading.Thread(target=self._read, args=(worker,), name=f"naiad-python-{self.name}", daemon=True).start()
+        return worker
+
+    def _read(self, worker: _Worker) -> None:
+        """Dispatch the worker's messages until it goes away."""
+        try:
+            while True:
+                message, fds = worker.channel.receive()
+                self._dispatch(worker, message, fds)
+                if message["op"] == "finalized":
+                    return
+        except ChannelClosed:
+            pass
+        except Exception:  # a bug here must not leave requests waiting forever
+            _log.exception("python model '%s' instance '%s': reading its worker failed", self.model_name, self.name)
+        self._lost(worker)
+
+    def _dispatch(self, worker: _Worker, message: Message, fds: list[int]) -> None:
+        op = message["op"]
+        if op == "response":
+            if fds:
+                worker.outputs.adopt(message["arena"], fds[0])
+            outputs = []
+            if "arena" in message:
+                try:
+                    outputs = worker.outputs.tensors(message["arena"], message["outputs"], copy=True)
+                finally:
+                    worker.channel.send({"op": "released"})
+            error = None
+            if "error" in message:
+                text, code = message["error"]
+                error = NaiadError(text, ErrorCode[code])
+            response = None if "parameters" not in message else InferenceResponse(outputs, error, message["parameters"])
+            with self._lock:
+                request = self._pending.pop(message["key"]) if message["final"] else self._pending.get(message["key"])
+            if request is not None and not request.sender.closed:
+                request.sender.send(response, final=message["final"])
+        elif op == "executed":
+            worker.inputs.released()
+            with self._lock:
+                done, requests = self._batches.pop(message["batch"])
+            for request, (start, end) in zip(requests, message["compute"], strict=True):
+                request.report_compute(start, end)
+            done.set()
+        elif op == "ready":
+            future = self._ready.pop(message["token"], None)
+            if future is not None:
+                future.set_result(bool(message["value"]))
+
+    def _lost(self, worker: _Worker) -> None:
+        """The worker is gone: fail what it held, then start another unless the instance is closing."""
+        with self._lock:
+            if self._worker is not worker:
+                return
+            self._worker = None
+            pending, self._pending = self._pending, {}
+            batches, self._batches = self._batches, {}
+            closing = self._closing
+        if closing:
+            worker.kill()
+            return
+        reason = worker.exit_reason()
+        lived = time.monotonic() - worker.started
+        worker.kill()
+        _log.error(
+            "python model '%s' instance '%s': its process died (%s); starting another",
+            self.model_name,
+            self.name,
+            reason,
+        )
+        self._fail(pending.values(), self._died(reason))
+        for done, _ in batches.values():
+            done.set()
+        for future in list(self._ready.values()):
+            future.set_result(False)
+        self._ready.clear()
+        self._failures = 0 if lived > _STABLE_S else self._failures + 1
+        threading.Thread(target=self._restart, name=f"naiad-python-restart-{self.name}", daemon=True).start()
+
+    def _died(self, reason: str) -> NaiadError:
+        return NaiadError(
+            f"python model '{self.model_name}' instance '{self.name}': its process died while running the "
+            f"request ({reason}); the instance is restarting",
+            ErrorCode.INTERNAL,
+        )
+
+    @staticmethod
+    def _fail(requests: Iterable[InferenceRequest], error: NaiadError) -> None:
+        for request in requests:
+            if not request.sender.closed:
+                request.sender.send(InferenceResponse(error=error), final=True)
+
+    def _restart(self) -> None:
+        attempt = 0
+        while True:
+            delay = _BACKOFF_S[min(self._failures + attempt, len(_BACKOFF_S) - 1)]
+            time.sleep(delay)
+            with self._lock:
+                if self._closing:
+                    return
+            try:
+                worker = self._start()
+            except NaiadError as error:
+                _log.error("python model '%s' instance '%s' could not restart: %s", self.model_name, self.name, error)
+                attempt += 1
+                continue
+            with self._lock:
+                if self._closing:
+                    worker.kill()
+                    return
+                self._worker = worker
+                self.restarts += 1
+            _log.warning("python model '%s' instance '%s' restarted its process", self.model_name, self.name)
+            return
+
+    # -- the instance interface ---------------------------------------------------------------
+
+    def execute(self, requests: Sequence[InferenceRequest]) -> None:
+        """Run one batch in the worker; returns when the model's ``execute`` returned there."""
+        with self._lock:
+            worker = self._worker
+        if worker is None:
+            error = NaiadError(
+                f"python model '{self.model_name}' instance '{self.name}' is restarting after its process died; "
+                "retry the request",
+                ErrorCode.UNAVAILABLE,
+            )
+            self._fail(requests, error)
+            return
+        tensors = [tensor for request in requests for tensor in request.inputs.values()]
+        arena, specs, fd = worker.inputs.write(tensors)
+        entries, cursor, keys = [], 0, []
+        for request in requests:
+            key = next(self._keys)
+            keys.append(key)
+            count = len(request.inputs)
+            entries.append(
+                {
+                    "key": key,
+                    "id": request.id,
+                    "model_name": request.model_name,
+                    "model_version": request.model_version,
+                    "inputs": specs[cursor : cursor + count],
+                    "outputs": list(request.requested_outputs),
+                    "parameters": request.parameters,
+                    "correlation_id": request.correlation_id,
+                    "flags": request.flags,
+                    "priority": request.priority,
+                    "timeout_us": request.timeout_us,
+                    "batch_size": request.batch_size,
+                    "cancelled": request.is_cancelled(),
+                }
+            )
+            cursor += count
+        batch = keys[0]
+        done = threading.Event()
+        with self._lock:
+            lost = self._worker is not worker  # it died while the inputs were written
+            if not lost:
+                for key, request in zip(keys, requests, strict=True):
+                    self._pending[key] = request
+                self._batches[batch] = (done, requests)
+        if lost:
+            self._fail(requests, self._died("it died before the request reached it"))
+            return
+        for key, request in zip(keys, requests, strict=True):
+            request.cancellation.add_callback(partial(self._cancel, worker, key))
+        message = {"op": "execute", "batch": batch, "arena": arena, "requests": entries}
+        try:
+            worker.channel.send(message, None if fd is None else [fd])
+        except ChannelClosed:
+            pass  # the reader sees the same and fails the batch
+        finally:
+            if fd is not None:
+                os.close(fd)
+        done.wait()
+
+    def _cancel(self, worker: _Worker, key: int) -> None:
+        with contextlib.suppress(ChannelClosed):
+            worker.channel.send({"op": "cancel", "key": key})
+
+    async def is_ready(self) -> bool:
+        """False while the worker restarts; otherwise the model's own ``is_ready()`` (5 s at most)."""
+        with self._lock:
+            worker = self._worker
+        if worker is None:
+            return False
+        future: Future[bool] = Future()
+        token = next(self._keys)
+        self._ready[token] = future
+        try:
+            worker.channel.send({"op": "is_ready", "token": token})
+            return await asyncio.wait_for(asyncio.wrap_future(future), IS_READY_TIMEOUT_S)
+        except (ChannelClosed, TimeoutError):
+            return False
+        finally:
+            self._ready.pop(token, None)
+
+    def finalize(self) -> None:
+        """Let the model's ``finalize()`` run in the worker (30 s at most), then stop the worker."""
+        with self._lock:
+            self._closing = True
+            worker = self._worker
+        if worker is None:
+            return
+        try:
+            worker.channel.send({"op": "finalize"})
+            worker.process.wait(FINALIZE_TIMEOUT_S)
+        except ChannelClosed:
+            pass
+        except subprocess.TimeoutExpired:
+            _log.error(
+                "python model '%s' instance '%s': finalize() took longer than %.0f s; its process is killed",
+                self.model_name,
+                self.name,
+                FINALIZE_TIMEOUT_S,
+            )
+        worker.kill()
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id (None while it restarts)."""
+        worker = self._worker
+        return None if worker is None else worker.process.pid

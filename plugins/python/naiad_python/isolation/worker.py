@@ -1,0 +1,176 @@
+"""The worker process of one isolated python-model instance: ``python -m naiad_python.isolation.worker FD``.
+
+It loads the model with the same :class:`~naiad_python.instance.PythonModelInstance` as the in-process
+mode, then serves the server's messages: a batch to execute (its inputs read-only views of the
+server's arena, which the instance copies before ``execute`` sees them), a cancellation, a readiness
+check, finalize. Responses, from any thread and at any time (decoupled models), go back with their
+tensors in the worker's own arena.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from naiad.backend import (
+    CancellationToken,
+    InferenceRequest,
+    InstanceContext,
+    ModelConfig,
+    NaiadError,
+    RequestedOutput,
+    ResponseEvent,
+    ResponseSender,
+)
+from naiad_python.isolation.arena import ReadArena, WriteArena
+from naiad_python.isolation.channel import Channel, ChannelClosed, Message
+
+_log = logging.getLogger("naiad.python")
+
+
+class Worker:
+    """Serves one instance until the server says finalize or goes away."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.inputs = ReadArena()
+        self.outputs = WriteArena()
+        self.instance: Any = None
+        self.running: dict[int, InferenceRequest] = {}
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="naiad-python-execute")
+        self.helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="naiad-python-worker")
+
+    def serve(self) -> None:
+        while True:
+            try:
+                message, fds = self.channel.receive()
+            except ChannelClosed:  # the server is gone: so is this instance, even mid-execute
+                os._exit(0)
+            op = message["op"]
+            if op == "execute":
+                if fds:
+                    self.inputs.adopt(message["arena"], fds[0])
+                self.executor.submit(self._execute, message)
+            elif op == "released":
+                self.outputs.released()
+            elif op == "cancel":
+                request = self.running.get(message["key"])
+                if request is not None:
+                    request.cancel()
+            elif op == "is_ready":
+                self.helpers.submit(self._is_ready, message["token"])
+            elif op == "finalize":
+                self.executor.shutdown(wait=True)
+                if self.instance is not None:
+                    self.instance.finalize()
+                self.channel.send({"op": "finalized"})
+                return
+            elif op == "load":
+                self._load(message)
+
+    def _load(self, message: Message) -> None:
+        from naiad_python.backend_model import PythonModel
+        from naiad_python.instance import PythonModelInstance
+
+        context = InstanceContext(
+            model_name=message["model_name"],
+            version=message["version"],
+            model_dir=Path(message["model_dir"]),
+            name=message["name"],
+            kind=message["kind"],
+            device_id=message["device_id"],
+            config=ModelConfig.FromString(message["config"]),
+            config_json=message["config_json"],
+            group=message["group"],
+            group_index=message["group_index"],
+            index=message["index"],
+        )
+        model = PythonModel.__new__(PythonModel)
+        model.name, model.version = context.model_name, context.version
+        model.model_dir, model.model_file = context.model_dir, Path(message["model_file"])
+        try:
+            self.instance = PythonModelInstance(model, context)
+        except NaiadError as error:
+            self.channel.send({"op": "failed", "message": error.message, "code": error.code.name})
+            return
+        self.channel.send({"op": "loaded"})
+
+    def _execute(self, message: Message) -> None:
+        requests = []
+        for entry in message["requests"]:
+            key = entry["key"]
+            token = CancellationToken()
+            if entry["cancelled"]:
+                token.cancel()
+            sender = ResponseSender(self._forwarder(key), cancellation=token)
+            request = InferenceRequest(
+                model_name=entry["model_name"],
+                model_version=entry["model_version"],
+                inputs={t.name: t for t in self.inputs.tensors(message["arena"], entry["inputs"], copy=False)},
+                requested_outputs={name: RequestedOutput(name) for name in entry["outputs"]},
+                sender=sender,
+                id=entry["id"],
+                parameters=entry["parameters"],
+                correlation_id=entry["correlation_id"],
+                flags=entry["flags"],
+                priority=entry["priority"],
+                timeout_us=entry["timeout_us"],
+                batch_size=entry["batch_size"],
+            )
+            self.running[key] = request
+            requests.append(request)
+        try:
+            self.instance.execute(requests)
+        finally:
+            compute = [(request.compute_start_ns, request.compute_end_ns) for request in requests]
+            self.channel.send({"op": "executed", "batch": message["batch"], "compute": compute})
+
+    def _forwarder(self, key: int) -> Any:
+        def deliver(event: ResponseEvent) -> None:
+            response = event.response
+            reply: Message = {"op": "response", "key": key, "final": event.final}
+            fd = None
+            if response is not None:
+                if response.error is not None:
+                    reply["error"] = (response.error.message, response.error.code.name)
+                reply["parameters"] = dict(response.parameters)
+                reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs)
+            if event.final:
+                self.running.pop(key, None)
+            try:
+                self.channel.send(reply, [fd] if fd is not None else None)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+
+        return deliver
+
+    def _is_ready(self, token: int) -> None:
+        ready = bool(self.instance is not None and asyncio.run(self.instance.is_ready()))
+        self.channel.send({"op": "ready", "token": token, "value": ready})
+
+
+def main() -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=int(sys.argv[2]) if len(sys.argv) > 2 else logging.INFO,
+        format="%(asctime)s %(levelname).1s %(name)s] %(message)s",
+    )
+    channel = Channel(socket.socket(fileno=int(sys.argv[1])))
+    started = time.monotonic()
+    try:
+        Worker(channel).serve()
+    finally:
+        _log.debug("python worker exits after %.1f s", time.monotonic() - started)
+        channel.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Python models in worker processes (``INSTANCE_ISOLATION: "process"``): results, faults, restarts.
+
+One server serves the models of this module; faults are caused by the models themselves, on request
+(an input selects what ``execute`` does), so each test leaves the server as it found it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+
+PROCESS = 'parameters { key: "INSTANCE_ISOLATION" value: { string_value: "process" } }'
+
+# ACTION selects what execute does: 0 answer, 1 SIGKILL itself, 2 segfault, 3 os._exit, 4 busy loop (3 s).
+FAULTY = """
+import ctypes
+import os
+import signal
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.pid = os.getpid()
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            action = int(pb_utils.get_input_tensor_by_name(request, "ACTION").as_numpy()[0])
+            if action == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif action == 2:
+                ctypes.string_at(0)
+            elif action == 3:
+                os._exit(3)
+            elif action == 4:
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline:
+                    pass
+            pid = pb_utils.Tensor("PID", np.array([self.pid], dtype=np.int64))
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data * 2), pid]))
+        return responses
+"""
+
+FAULTY_CONFIG = f"""
+backend: "python"
+max_batch_size: 0
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] }}, {{ name: "ACTION" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }}, {{ name: "PID" data_type: TYPE_INT64 dims: [ 1 ] }} ]
+{PROCESS}
+"""
+
+ADD_SUB = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+            out = [pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]
+            responses.append(pb_utils.InferenceResponse(out, parameters={"seen": request.request_id()}))
+        return responses
+"""
+
+ADD_SUB_CONFIG = """
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+dynamic_batching { }
+"""
+
+REPEAT = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            words = pb_utils.get_input_tensor_by_name(request, "WORDS").as_numpy()
+            count = int(pb_utils.get_input_tensor_by_name(request, "COUNT").as_numpy()[0])
+            for index in range(count):
+                if request.is_cancelled():
+                    break
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", words[index % len(words):][:1])]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
+REPEAT_CONFIG = f"""
+backend: "python"
+max_batch_size: 0
+model_transaction_policy {{ decoupled: true }}
+input [ {{ name: "WORDS" data_type: TYPE_STRING dims: [ -1 ] }}, {{ name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_STRING dims: [ 1 ] }} ]
+{PROCESS}
+"""
+
+BLS = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        call = pb_utils.InferenceRequest(
+            model_name="add_sub_thread", inputs=[], requested_output_names=["OUTPUT0"]
+        )
+        return [call.exec() for _ in requests]
+"""
+
+BROKEN_INIT = """
+class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("no weights here")
+"""
+
+IDENTITY_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("isolation") / "models")
+    repository.add_python_model("faulty", FAULTY, FAULTY_CONFIG)
+    repository.add_python_model("add_sub_process", ADD_SUB, ADD_SUB_CONFIG + PROCESS)
+    repository.add_python_model("add_sub_thread", ADD_SUB, ADD_SUB_CONFIG)
+    repository.add_python_model("repeat", REPEAT, REPEAT_CONFIG)
+    repository.add_python_model("broken", BROKEN_INIT, IDENTITY_CONFIG + PROCESS)
+    repository.add_python_model("bls", BLS, IDENTITY_CONFIG + PROCESS)
+    repository.add_python_model("wrong_mode", BROKEN_INIT, IDENTITY_CONFIG + PROCESS.replace('"process"', '"fork"'))
+    running = start_server([repository.root])
+    yield running
+    running.stop()
+
+
+def _faulty(client: httpclient.InferenceServerClient, action: int) -> httpclient.InferResult:
+    data = httpclient.InferInput("INPUT0", [3], "FP32")
+    data.set_data_from_numpy(np.array([1, 2, 3], np.float32))
+    chosen = httpclient.InferInput("ACTION", [1], "INT32")
+    chosen.set_data_from_numpy(np.array([action], np.int32))
+    return client.infer("faulty", [data, chosen])
+
+
+def _wait_ready(client: httpclient.InferenceServerClient, model: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if client.is_model_ready(model):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"model '{model}' did not become ready again within {timeout} s")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_process_instance_answers_like_a_thread_instance(server: ServerProcess, protocol: str) -> None:
+    module = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(server.http_url if protocol == "http" else server.grpc_url)
+    a, b = np.arange(8, dtype=np.float32).reshape(2, 4), np.full((2, 4), 0.5, np.float32)
+    answers = []
+    for model in ("add_sub_process", "add_sub_thread"):
+        tensors = [module.InferInput("INPUT0", [2, 4], "FP32"), module.InferInput("INPUT1", [2, 4], "FP32")]
+        tensors[0].set_data_from_numpy(a)
+        tensors[1].set_data_from_numpy(b)
+        result = client.infer(model, tensors, request_id="r-7")
+        answers.append((result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1")))
+    np.testing.assert_array_equal(answers[0][0], a + b)
+    np.testing.assert_array_equal(answers[0][1], a - b)
+    np.testing.assert_array_equal(answers[0][0], answers[1][0])
+    client.close()
+
+
+def test_the_model_runs_in_another_process(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    pid = int(_faulty(client, 0).as_numpy("PID")[0])
+    assert pid != server.process.pid
+    assert Path(f"/proc/{pid}/status").read_text().count(f"PPid:\t{server.process.pid}") == 1
+    client.close()
+
+
+def test_concurrent_requests_are_batched_and_each_gets_its_rows(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url, concurrency=16)
+    inputs = [np.full((1, 4), index, np.float32) for index in range(32)]
+    pending = []
+    for array in inputs:
+        tensors = [httpclient.InferInput("INPUT0", [1, 4], "FP32"), httpclient.InferInput("INPUT1", [1, 4], "FP32")]
+        tensors[0].set_data_from_numpy(array)
+        tensors[1].set_data_from_numpy(array)
+        pending.append(client.async_infer("add_sub_process", tensors))
+    for array, request in zip(inputs, pending, strict=True):
+        np.testing.assert_array_equal(request.get_result(timeout=60).as_numpy("OUTPUT0"), array * 2)
+    client.close()
+
+
+def test_decoupled_responses_stream_from_the_worker(server: ServerProcess) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    results: queue.Queue[object] = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put(error or result))
+    words = grpcclient.InferInput("WORDS", [3], "BYTES")
+    words.set_data_from_numpy(np.array([b"a", b"bb", b"ccc"], dtype=np.object_))
+    count = grpcclient.InferInput("COUNT", [1], "INT32")
+    count.set_data_from_numpy(np.array([5], np.int32))
+    client.async_stream_infer("repeat", [words, count])
+    received = []
+    for _ in range(5):
+        result = results.get(timeout=30)
+        assert isinstance(result, grpcclient.InferResult), result
+        received.append(result.as_numpy("OUT")[0])
+    client.stop_stream()
+    client.close()
+    assert received == [b"a", b"bb", b"ccc", b"a", b"bb"]
+
+
+@pytest.mark.parametrize(
+    ("action", "reason"),
+    [(1, "it was killed by SIGKILL"), (2, "it was killed by SIGSEGV"), (3, "it exited with status 3")],
+)
+def test_a_dying_worker_fails_its_request_and_comes_back(server: ServerProcess, action: int, reason: str) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    before = int(_faulty(client, 0).as_numpy("PID")[0])
+    with pytest.raises(InferenceServerException) as caught:
+        _faulty(client, action)
+    assert caught.value.status() == "500"
+    assert caught.value.message() == (
+        f"python model 'faulty' instance 'faulty_0': its process died while running the request ({reason}); "
+        "the instance is restarting"
+    )
+    # Other models never notice.
+    other = [httpclient.InferInput("INPUT0", [1, 4], "FP32"), httpclient.InferInput("INPUT1", [1, 4], "FP32")]
+    for tensor in other:
+        tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
+    np.testing.assert_array_equal(client.infer("add_sub_thread", other).as_numpy("OUTPUT0"), np.full((1, 4), 2.0))
+    _wait_ready(client, "faulty")
+    after = int(_faulty(client, 0).as_numpy("PID")[0])
+    assert after != before
+    assert "python model 'faulty' instance 'faulty_0' restarted its process" in server.logs()
+    client.close()
+
+
+def test_a_busy_model_does_not_hold_up_health_or_other_models(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url, concurrency=2)
+    ready = f"http://{server.http_url}/v2/health/ready"
+    expected = httpx.get(ready).status_code  # 400: this repository has models that failed to load
+    busy = threading.Thread(target=_faulty, args=(httpclient.InferenceServerClient(server.http_url), 4))
+    busy.start()
+    time.sleep(0.3)  # the 3 s loop is running in the worker
+    try:
+        started = time.monotonic()
+        assert httpx.get(ready, timeout=5).status_code == expected
+        assert httpx.get(f"http://{server.http_url}/v2/models/add_sub_thread/ready", timeout=5).status_code == 200
+        tensors = [httpclient.InferInput("INPUT0", [1, 4], "FP32"), httpclient.InferInput("INPUT1", [1, 4], "FP32")]
+        for tensor in tensors:
+            tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
+        client.infer("add_sub_thread", tensors)
+        assert time.monotonic() - started < 0.5
+        assert busy.is_alive()
+    finally:
+        busy.join()
+        client.close()
+
+
+def test_bls_from_a_worker_says_it_is_not_available_there(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+    tensor.set_data_from_numpy(np.ones(1, np.float32))
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("bls", [tensor])
+    assert "InferenceRequest.exec() needs a server" in caught.value.message()
+    assert 'use INSTANCE_ISOLATION "thread"' in caught.value.message()
+    client.close()
+
+
+def test_a_model_that_fails_to_initialize_reports_why(server: ServerProcess) -> None:
+    index = {
+        entry["name"]: entry for entry in httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
+    }
+    assert index["broken"]["state"] == "UNAVAILABLE"
+    assert "RuntimeError: no weights here" in index["broken"]["reason"]
+    assert index["wrong_mode"]["state"] == "UNAVAILABLE"
+    assert "config parameter INSTANCE_ISOLATION is 'fork'; use one of thread, process" in index["wrong_mode"]["reason"]
+
+
+def test_killing_the_server_leaves_no_worker_and_nothing_in_dev_shm(tmp_path: Path) -> None:
+    repository = ModelRepositoryBuilder(tmp_path / "models")
+    repository.add_python_model("faulty", FAULTY, FAULTY_CONFIG)
+    before = set(os.listdir("/dev/shm"))
+    server = start_server([repository.root])
+    client = httpclient.InferenceServerClient(server.http_url)
+    pid = int(_faulty(client, 0).as_numpy("PID")[0])
+    client.close()
+    server.stop(sig=9)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert set(os.listdir("/dev/shm")) - before == set()
