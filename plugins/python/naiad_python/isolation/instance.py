@@ -48,9 +48,10 @@ _STABLE_S = 30.0  # a worker that lived this long resets the backoff
 class _Worker:
     """One worker process, its channel and its arenas."""
 
-    def __init__(self, process: subprocess.Popen[bytes], channel: Channel) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], channel: Channel, control: Channel) -> None:
         self.process = process
-        self.channel = channel
+        self.channel = channel  # batches, loads, finalize out; everything the worker says in
+        self.control = control  # releases, cancellations, readiness checks out
         self.inputs = WriteArena()
         self.outputs = ReadArena()
         self.started = time.monotonic()
@@ -72,6 +73,7 @@ class _Worker:
             self.process.kill()
         self.process.wait()
         self.channel.close()
+        self.control.close()
         self.inputs.close()
 
 
@@ -99,11 +101,14 @@ class IsolatedInstance(ModelInstance):
     def _start(self) -> _Worker:
         """Start a worker and load the instance in it; raise the worker's error if loading fails."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        command = [sys.executable, "-m", "naiad_python.isolation.worker", str(theirs.fileno())]
-        command.append(str(logging.getLogger("naiad").getEffectiveLevel()))
-        process = subprocess.Popen(command, pass_fds=[theirs.fileno()], start_new_session=True)
+        control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fds = [theirs.fileno(), their_control.fileno()]
+        level = logging.getLogger("naiad").getEffectiveLevel()
+        command = [sys.executable, "-m", "naiad_python.isolation.worker", *map(str, fds), str(level)]
+        process = subprocess.Popen(command, pass_fds=fds, start_new_session=True)
         theirs.close()
-        worker = _Worker(process, Channel(ours))
+        their_control.close()
+        worker = _Worker(process, Channel(ours), Channel(control))
         context = self._context
         worker.channel.send(
             {
@@ -164,7 +169,7 @@ class IsolatedInstance(ModelInstance):
                 try:
                     outputs = worker.outputs.tensors(message["arena"], message["outputs"], copy=True)
                 finally:
-                    worker.channel.send({"op": "released"})
+                    worker.control.send({"op": "released"})
             error = None
             if "error" in message:
                 text, code = message["error"]
@@ -316,7 +321,7 @@ class IsolatedInstance(ModelInstance):
 
     def _cancel(self, worker: _Worker, key: int) -> None:
         with contextlib.suppress(ChannelClosed):
-            worker.channel.send({"op": "cancel", "key": key})
+            worker.control.send({"op": "cancel", "key": key})
 
     async def is_ready(self) -> bool:
         """False while the worker restarts; otherwise the model's own ``is_ready()`` (5 s at most)."""
@@ -328,7 +333,7 @@ class IsolatedInstance(ModelInstance):
         token = next(self._keys)
         self._ready[token] = future
         try:
-            worker.channel.send({"op": "is_ready", "token": token})
+            worker.control.send({"op": "is_ready", "token": token})
             return await asyncio.wait_for(asyncio.wrap_future(future), IS_READY_TIMEOUT_S)
         except (ChannelClosed, TimeoutError):
             return False

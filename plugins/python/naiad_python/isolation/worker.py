@@ -1,10 +1,12 @@
-"""The worker process of one isolated python-model instance: ``python -m naiad_python.isolation.worker FD``.
+"""The worker process of one isolated python-model instance:
+``python -m naiad_python.isolation.worker WORK_FD CONTROL_FD LOG_LEVEL``.
 
 It loads the model with the same :class:`~naiad_python.instance.PythonModelInstance` as the in-process
-mode, then serves the server's messages: a batch to execute (its inputs read-only views of the
-server's arena, which the instance copies before ``execute`` sees them), a cancellation, a readiness
-check, finalize. Responses, from any thread and at any time (decoupled models), go back with their
-tensors in the worker's own arena.
+mode. Its main thread runs what arrives on the work socket, in order: the load, each batch (its inputs
+read-only views of the server's arena, which the instance copies before ``execute`` sees them) and
+finalize. A second thread reads the control socket, so releases, cancellations and readiness checks
+are heard while a batch runs. Everything the worker says, responses from any thread at any time
+(decoupled models) included, goes back on the work socket, with tensors in the worker's own arena.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,27 +41,39 @@ _log = logging.getLogger("naiad.python")
 class Worker:
     """Serves one instance until the server says finalize or goes away."""
 
-    def __init__(self, channel: Channel) -> None:
-        self.channel = channel
+    def __init__(self, channel: Channel, control: Channel) -> None:
+        self.channel = channel  # batches, loads and finalize in; everything the worker says out
+        self.control = control  # releases, cancellations and readiness checks in
         self.inputs = ReadArena()
         self.outputs = WriteArena()
         self.instance: Any = None
         self.running: dict[int, InferenceRequest] = {}
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="naiad-python-execute")
         self.helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="naiad-python-worker")
 
     def serve(self) -> None:
+        """Run batches, loads and finalize in order, on this thread; control messages on another."""
+        threading.Thread(target=self._control, name="naiad-python-control", daemon=True).start()
         while True:
-            try:
-                message, fds = self.channel.receive()
-            except ChannelClosed:  # the server is gone: so is this instance, even mid-execute
-                os._exit(0)
+            message, fds = self._receive(self.channel)
             op = message["op"]
             if op == "execute":
                 if fds:
                     self.inputs.adopt(message["arena"], fds[0])
-                self.executor.submit(self._execute, message)
-            elif op == "released":
+                self._execute(message)
+            elif op == "load":
+                self._load(message)
+            elif op == "finalize":
+                if self.instance is not None:
+                    self.instance.finalize()
+                self.channel.send({"op": "finalized"})
+                return
+
+    def _control(self) -> None:
+        """Releases, cancellations and readiness checks, also while a batch runs."""
+        while True:
+            message, _ = self._receive(self.control)
+            op = message["op"]
+            if op == "released":
                 self.outputs.released()
             elif op == "cancel":
                 request = self.running.get(message["key"])
@@ -66,14 +81,13 @@ class Worker:
                     request.cancel()
             elif op == "is_ready":
                 self.helpers.submit(self._is_ready, message["token"])
-            elif op == "finalize":
-                self.executor.shutdown(wait=True)
-                if self.instance is not None:
-                    self.instance.finalize()
-                self.channel.send({"op": "finalized"})
-                return
-            elif op == "load":
-                self._load(message)
+
+    @staticmethod
+    def _receive(channel: Channel) -> tuple[Message, list[int]]:
+        try:
+            return channel.receive()
+        except ChannelClosed:  # the server is gone: so is this instance, even mid-execute
+            os._exit(0)
 
     def _load(self, message: Message) -> None:
         from naiad_python.backend_model import PythonModel
@@ -160,16 +174,18 @@ class Worker:
 def main() -> None:
     logging.basicConfig(
         stream=sys.stderr,
-        level=int(sys.argv[2]) if len(sys.argv) > 2 else logging.INFO,
+        level=int(sys.argv[3]),
         format="%(asctime)s %(levelname).1s %(name)s] %(message)s",
     )
     channel = Channel(socket.socket(fileno=int(sys.argv[1])))
+    control = Channel(socket.socket(fileno=int(sys.argv[2])))
     started = time.monotonic()
     try:
-        Worker(channel).serve()
+        Worker(channel, control).serve()
     finally:
         _log.debug("python worker exits after %.1f s", time.monotonic() - started)
         channel.close()
+        control.close()
 
 
 if __name__ == "__main__":
