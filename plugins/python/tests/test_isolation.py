@@ -24,7 +24,8 @@ from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
 
 PROCESS = 'parameters { key: "INSTANCE_ISOLATION" value: { string_value: "process" } }'
 
-# ACTION selects what execute does: 0 answer, 1 SIGKILL itself, 2 segfault, 3 os._exit, 4 busy loop (3 s).
+# ACTION selects what execute does: 0 answer, 1 SIGKILL itself, 2 segfault, 3 os._exit, 4 busy loop (3 s),
+# 5 hang (60 s).
 FAULTY = """
 import ctypes
 import os
@@ -54,6 +55,8 @@ class TritonPythonModel:
                 deadline = time.monotonic() + 3
                 while time.monotonic() < deadline:
                     pass
+            elif action == 5:
+                time.sleep(60)
             pid = pb_utils.Tensor("PID", np.array([self.pid], dtype=np.int64))
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data * 2), pid]))
         return responses
@@ -118,6 +121,42 @@ output [ {{ name: "OUT" data_type: TYPE_STRING dims: [ 1 ] }} ]
 {PROCESS}
 """
 
+# Streams a response every 10 ms until the request is cancelled, then writes the file MARK names.
+UNTIL_CANCELLED = """
+import threading
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            mark = pb_utils.get_input_tensor_by_name(request, "MARK").as_numpy()[0].decode()
+            threading.Thread(target=self._stream, args=(request, mark)).start()
+        return None
+
+    def _stream(self, request, mark):
+        sender = request.get_response_sender()
+        deadline = time.monotonic() + 30
+        while not request.is_cancelled() and time.monotonic() < deadline:
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("TICK", np.array([1], np.int32))]))
+            time.sleep(0.01)
+        if request.is_cancelled():
+            open(mark, "w").close()
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+"""
+
+UNTIL_CANCELLED_CONFIG = f"""
+backend: "python"
+max_batch_size: 0
+model_transaction_policy {{ decoupled: true }}
+input [ {{ name: "MARK" data_type: TYPE_STRING dims: [ 1 ] }} ]
+output [ {{ name: "TICK" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+{PROCESS}
+"""
+
 BLS = """
 import triton_python_backend_utils as pb_utils
 
@@ -153,18 +192,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repository.add_python_model("repeat", REPEAT, REPEAT_CONFIG)
     repository.add_python_model("broken", BROKEN_INIT, IDENTITY_CONFIG + PROCESS)
     repository.add_python_model("bls", BLS, IDENTITY_CONFIG + PROCESS)
+    repository.add_python_model("until_cancelled", UNTIL_CANCELLED, UNTIL_CANCELLED_CONFIG)
     repository.add_python_model("wrong_mode", BROKEN_INIT, IDENTITY_CONFIG + PROCESS.replace('"process"', '"fork"'))
     running = start_server([repository.root])
     yield running
     running.stop()
 
 
-def _faulty(client: httpclient.InferenceServerClient, action: int) -> httpclient.InferResult:
+def _faulty(
+    client: httpclient.InferenceServerClient, action: int, timeout_us: int | None = None
+) -> httpclient.InferResult:
     data = httpclient.InferInput("INPUT0", [3], "FP32")
     data.set_data_from_numpy(np.array([1, 2, 3], np.float32))
     chosen = httpclient.InferInput("ACTION", [1], "INT32")
     chosen.set_data_from_numpy(np.array([action], np.int32))
-    return client.infer("faulty", [data, chosen])
+    return client.infer("faulty", [data, chosen], timeout=timeout_us)
 
 
 def _wait_ready(client: httpclient.InferenceServerClient, model: str, timeout: float = 30.0) -> None:
@@ -259,6 +301,40 @@ def test_a_dying_worker_fails_its_request_and_comes_back(server: ServerProcess, 
     assert after != before
     assert "python model 'faulty' instance 'faulty_0' restarted its process" in server.logs()
     client.close()
+
+
+def test_an_execute_past_the_request_timeout_is_not_waited_for(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    _wait_ready(client, "faulty")
+    started = time.monotonic()
+    with pytest.raises(InferenceServerException) as caught:
+        _faulty(client, 5, timeout_us=500_000)
+    assert time.monotonic() - started < 10  # not the 60 s the model sleeps
+    assert caught.value.message() == (
+        "python model 'faulty' instance 'faulty_0': its process died while running the request (it was killed: "
+        "execute ran longer than the requests' timeout of 500 ms); the instance is restarting"
+    )
+    _wait_ready(client, "faulty")
+    np.testing.assert_array_equal(_faulty(client, 0).as_numpy("OUTPUT0"), [2, 4, 6])
+    client.close()
+
+
+def test_cancelling_a_stream_reaches_the_model_in_its_worker(server: ServerProcess, tmp_path: Path) -> None:
+    mark = tmp_path / "cancelled"
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    ticks: queue.Queue[object] = queue.Queue()
+    client.start_stream(callback=lambda result, error: ticks.put(error or result))
+    tensor = grpcclient.InferInput("MARK", [1], "BYTES")
+    tensor.set_data_from_numpy(np.array([str(mark).encode()], dtype=np.object_))
+    client.async_stream_infer("until_cancelled", [tensor])
+    for _ in range(3):
+        assert isinstance(ticks.get(timeout=30), grpcclient.InferResult)
+    client.stop_stream(cancel_requests=True)
+    client.close()
+    deadline = time.monotonic() + 10
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mark.exists(), "the model never saw request.is_cancelled()"
 
 
 def test_a_busy_model_does_not_hold_up_health_or_other_models(server: ServerProcess) -> None:

@@ -55,8 +55,11 @@ class _Worker:
         self.inputs = WriteArena()
         self.outputs = ReadArena()
         self.started = time.monotonic()
+        self.killed_because = ""  # set when the server killed it on purpose
 
     def exit_reason(self) -> str:
+        if self.killed_because:
+            return self.killed_because
         try:
             code = self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -317,7 +320,13 @@ class IsolatedInstance(ModelInstance):
         finally:
             if fd is not None:
                 os.close(fd)
-        done.wait()
+        deadline = _execute_deadline(requests)
+        if not done.wait(deadline) and deadline is not None:
+            worker.killed_because = (
+                f"it was killed: execute ran longer than the requests' timeout of {deadline * 1000:.0f} ms"
+            )
+            worker.process.kill()
+            done.wait()
 
     def _cancel(self, worker: _Worker, key: int) -> None:
         with contextlib.suppress(ChannelClosed):
@@ -366,3 +375,12 @@ class IsolatedInstance(ModelInstance):
         """The worker's process id (None while it restarts)."""
         worker = self._worker
         return None if worker is None else worker.process.pid
+
+
+def _execute_deadline(requests: Sequence[InferenceRequest]) -> float | None:
+    """How long a batch may run in the worker, in seconds: the longest of its requests' timeouts, or
+    no limit when a request has none (a ``timeout`` request parameter, Triton's, sets one)."""
+    timeouts = [request.timeout_us for request in requests]
+    if not timeouts or not all(timeouts):
+        return None
+    return max(timeouts) / 1e6
