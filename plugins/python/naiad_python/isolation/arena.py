@@ -13,7 +13,7 @@ import itertools
 import mmap
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,21 +52,30 @@ class WriteArena:
         self._head = 0
         self._unreleased = 0
 
-    def write(self, tensors: Sequence[Tensor]) -> tuple[int, list[TensorSpec], int | None]:
+    def write(
+        self, tensors: Sequence[Tensor], before_waiting: Callable[[], None] | None = None
+    ) -> tuple[int, list[TensorSpec], int | None]:
         """Copy ``tensors`` in; returns the arena id, their specs, and a descriptor to pass along when
-        the arena is new (the caller closes it after sending). Blocks while the arena is full."""
+        the arena is new (the caller closes it after sending). Blocks while the reader still holds
+        messages and there is no room; ``before_waiting`` runs first (to send messages held back)."""
         arrays = [_wire(tensor) for tensor in tensors]
         needed = sum(_aligned(array.nbytes) for array in arrays)
         fd = None
         with self._condition:
             if self._map is None or self._head + needed > self._size:
-                if needed > self._size or self._map is None:
-                    while self._unreleased:  # the reader still holds offsets into the old arena
-                        self._condition.wait()
+                while self._unreleased:  # the reader still holds offsets into this arena
+                    if before_waiting is not None:
+                        flush, before_waiting = before_waiting, None
+                        self._condition.release()
+                        try:
+                            flush()
+                        finally:
+                            self._condition.acquire()
+                        continue
+                    self._condition.wait()
+                if self._map is None or needed > self._size:
                     fd = self._replace(max(MIN_ARENA, 1 << (needed - 1).bit_length()))
                 else:
-                    while self._unreleased:
-                        self._condition.wait()
                     self._head = 0
             specs: list[TensorSpec] = []
             assert self._map is not None
@@ -79,10 +88,10 @@ class WriteArena:
             self._unreleased += 1
             return self._id, specs, fd
 
-    def released(self) -> None:
-        """The reader is done with one more message."""
+    def released(self, count: int = 1) -> None:
+        """The reader is done with ``count`` more messages."""
         with self._condition:
-            self._unreleased -= 1
+            self._unreleased -= count
             self._condition.notify_all()
 
     def _replace(self, size: int) -> int:
@@ -107,6 +116,11 @@ class ReadArena:
     def __init__(self) -> None:
         self._id = 0
         self._view: memoryview | None = None
+
+    @property
+    def arena_id(self) -> int:
+        """The arena mapped now (0 before the first)."""
+        return self._id
 
     def adopt(self, arena_id: int, fd: int) -> None:
         """Map the writer's new arena (its descriptor is closed here)."""

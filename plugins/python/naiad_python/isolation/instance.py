@@ -165,24 +165,16 @@ class IsolatedInstance(ModelInstance):
     def _dispatch(self, worker: _Worker, message: Message, fds: list[int]) -> None:
         op = message["op"]
         if op == "response":
-            if fds:
-                worker.outputs.adopt(message["arena"], fds[0])
-            outputs = []
+            self._respond(worker, message, fds)
             if "arena" in message:
-                try:
-                    outputs = worker.outputs.tensors(message["arena"], message["outputs"], copy=True)
-                finally:
-                    worker.control.send({"op": "released"})
-            error = None
-            if "error" in message:
-                text, code = message["error"]
-                error = NaiadError(text, ErrorCode[code])
-            response = None if "parameters" not in message else InferenceResponse(outputs, error, message["parameters"])
-            with self._lock:
-                request = self._pending.pop(message["key"]) if message["final"] else self._pending.get(message["key"])
-            if request is not None and not request.sender.closed:
-                request.sender.send(response, final=message["final"])
+                worker.control.send({"op": "released", "count": 1})
         elif op == "executed":
+            held = message["responses"]
+            for reply in held:
+                self._respond(worker, reply, fds)
+            released = sum(1 for reply in held if "arena" in reply)
+            if released:
+                worker.control.send({"op": "released", "count": released})
             worker.inputs.released()
             with self._lock:
                 done, requests = self._batches.pop(message["batch"])
@@ -193,6 +185,23 @@ class IsolatedInstance(ModelInstance):
             future = self._ready.pop(message["token"], None)
             if future is not None:
                 future.set_result(bool(message["value"]))
+
+    def _respond(self, worker: _Worker, message: Message, fds: list[int]) -> None:
+        """Deliver one response of the worker's to its request (``fds``: new arenas, in order)."""
+        outputs = []
+        if "arena" in message:
+            if message["arena"] != worker.outputs.arena_id:
+                worker.outputs.adopt(message["arena"], fds.pop(0))
+            outputs = worker.outputs.tensors(message["arena"], message["outputs"], copy=True)
+        error = None
+        if "error" in message:
+            text, code = message["error"]
+            error = NaiadError(text, ErrorCode[code])
+        response = None if "parameters" not in message else InferenceResponse(outputs, error, message["parameters"])
+        with self._lock:
+            request = self._pending.pop(message["key"]) if message["final"] else self._pending.get(message["key"])
+        if request is not None and not request.sender.closed:
+            request.sender.send(response, final=message["final"])
 
     def _lost(self, worker: _Worker) -> None:
         """The worker is gone: fail what it held, then start another unless the instance is closing."""

@@ -49,6 +49,9 @@ class Worker:
         self.instance: Any = None
         self.running: dict[int, InferenceRequest] = {}
         self.helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="naiad-python-worker")
+        # Responses a non-decoupled batch sends on the main thread go out with "executed", in one message.
+        self._held: list[tuple[Message, int | None]] | None = None
+        self._main = threading.get_ident()
 
     def serve(self) -> None:
         """Run batches, loads and finalize in order, on this thread; control messages on another."""
@@ -74,7 +77,7 @@ class Worker:
             message, _ = self._receive(self.control)
             op = message["op"]
             if op == "released":
-                self.outputs.released()
+                self.outputs.released(message["count"])
             elif op == "cancel":
                 request = self.running.get(message["key"])
                 if request is not None:
@@ -140,14 +143,38 @@ class Worker:
             )
             self.running[key] = request
             requests.append(request)
+        if not self.instance.decoupled:
+            self._held = []
         try:
             self.instance.execute(requests)
         finally:
             compute = [(request.compute_start_ns, request.compute_end_ns) for request in requests]
-            self.channel.send({"op": "executed", "batch": message["batch"], "compute": compute})
+            held, self._held = self._held or [], None
+            fds = [fd for _, fd in held if fd is not None]
+            executed = {"op": "executed", "batch": message["batch"], "compute": compute}
+            executed["responses"] = [reply for reply, _ in held]
+            try:
+                self.channel.send(executed, fds or None)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+    def _send_held(self) -> None:
+        """Send the responses held back so far (the arena is full and the server must release them)."""
+        held, self._held = self._held or [], []
+        for reply, fd in held:
+            self._send(reply, fd)
+
+    def _send(self, reply: Message, fd: int | None) -> None:
+        try:
+            self.channel.send(reply, None if fd is None else [fd])
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def _forwarder(self, key: int) -> Any:
         def deliver(event: ResponseEvent) -> None:
+            holding = self._held is not None and threading.get_ident() == self._main
             response = event.response
             reply: Message = {"op": "response", "key": key, "final": event.final}
             fd = None
@@ -155,14 +182,16 @@ class Worker:
                 if response.error is not None:
                     reply["error"] = (response.error.message, response.error.code.name)
                 reply["parameters"] = dict(response.parameters)
-                reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs)
+                flush = self._send_held if holding else None
+                reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs, flush)
             if event.final:
                 self.running.pop(key, None)
-            try:
-                self.channel.send(reply, [fd] if fd is not None else None)
-            finally:
-                if fd is not None:
-                    os.close(fd)
+            if holding and self._held is not None and (fd is None or not any(f for _, f in self._held)):
+                self._held.append((reply, fd))  # at most one new arena per held batch
+                return
+            if holding:
+                self._send_held()
+            self._send(reply, fd)
 
         return deliver
 
