@@ -186,7 +186,7 @@ class Worker:
                 reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs, flush)
             if event.final:
                 self.running.pop(key, None)
-            if holding and self._held is not None and (fd is None or not any(f for _, f in self._held)):
+            if holding and self._held is not None and (fd is None or all(f is None for _, f in self._held)):
                 self._held.append((reply, fd))  # at most one new arena per held batch
                 return
             if holding:
