@@ -16,4 +16,4 @@ python3 -m venv "$venv"
 "$venv/bin/python" -m pytest -p no:cacheprovider -rA -o addopts="--import-mode=importlib" \
   tests/shared_memory/test_cuda_gpu.py tests/shared_memory/test_system_grpc.py \
   plugins/pytorch/tests/test_gpu.py::test_inputs_in_cuda_shared_memory_reach_the_model_on_the_device \
-  plugins/onnxruntime/tests/test_gpu.py::test_inputs_in_cuda_shared_memory_are_bound_on_the_device
+  plugins/onnxruntime/tests/test_gpu.py::test_inputs_in_cuda_shared_memory_are_served

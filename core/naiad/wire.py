@@ -48,13 +48,18 @@ def from_bytes(
     return np.frombuffer(chunk, dtype=datatype.numpy.newbyteorder("<")).reshape(shape)
 
 
-def tensor_bytes(tensor: Tensor) -> bytes:
-    """The wire bytes of a tensor (copied to the host first if it is on a device): little-endian,
-    row-major; BYTES length-prefixed."""
+def wire_array(tensor: Tensor) -> npt.NDArray[np.uint8]:
+    """The wire bytes of a tensor as a flat ``uint8`` array (copied to the host first if it is on a
+    device): little-endian, row-major, BYTES length-prefixed; a view of the data when it already is so."""
     data = tensor.numpy()
     if tensor.datatype == "BYTES":
-        return datatypes.serialize_bytes(data)
-    return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<")).tobytes()
+        return np.frombuffer(datatypes.serialize_bytes(data), np.uint8)
+    return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<")).reshape(-1).view(np.uint8)
+
+
+def tensor_bytes(tensor: Tensor) -> bytes:
+    """:func:`wire_array` as ``bytes``."""
+    return wire_array(tensor).tobytes()
 
 
 def element_count(name: str, shape: list[int], datatype: datatypes.DataType) -> int:

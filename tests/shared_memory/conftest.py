@@ -6,6 +6,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import pytest
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
@@ -146,6 +147,25 @@ def region() -> Iterator[Region]:
     yield make
     for handle in made:
         shm.destroy_shared_memory_region(handle)
+
+
+Registered = Callable[..., tuple[str, str, shm.SharedMemoryRegion]]
+
+
+@pytest.fixture
+def registered(server: ServerProcess, region: Region) -> Iterator[Registered]:
+    """``registered(byte_size, *arrays)``: a region holding ``arrays``, registered whole over HTTP."""
+    client = httpclient.InferenceServerClient(server.http_url)
+
+    def make(byte_size: int, *arrays: np.ndarray) -> tuple[str, str, shm.SharedMemoryRegion]:
+        name, key, handle = region(byte_size)
+        if arrays:
+            shm.set_shared_memory_region(handle, list(arrays))
+        client.register_system_shared_memory(name, key, byte_size)
+        return name, key, handle
+
+    yield make
+    client.close()
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
 
-from .conftest import Region
+from .conftest import Region, Registered
 
 DATA = np.array([1, 2, 3, 4], np.float32)
 
@@ -57,13 +57,10 @@ def _slow_request(
 
 
 def test_unregister_while_in_use_unmaps_when_the_request_finishes(
-    server: ServerProcess, client: httpclient.InferenceServerClient, region: Region, tmp_path: Path
+    server: ServerProcess, client: httpclient.InferenceServerClient, registered: Registered, tmp_path: Path
 ) -> None:
-    inputs, in_key, in_handle = region(16)
-    outputs, out_key, out_handle = region(16)
-    shm.set_shared_memory_region(in_handle, [DATA])
-    client.register_system_shared_memory(inputs, in_key, 16)
-    client.register_system_shared_memory(outputs, out_key, 16)
+    inputs, in_key, _ = registered(16, DATA)
+    outputs, out_key, out_handle = registered(16)
     gate = tmp_path / "open"
     pending = _slow_request(client, inputs, outputs, gate)
     time.sleep(0.5)  # the request is in the model, holding both windows
@@ -82,13 +79,10 @@ def test_unregister_while_in_use_unmaps_when_the_request_finishes(
 
 
 def test_an_input_only_region_is_never_mapped_writable(
-    server: ServerProcess, client: httpclient.InferenceServerClient, region: Region, tmp_path: Path
+    server: ServerProcess, client: httpclient.InferenceServerClient, registered: Registered, tmp_path: Path
 ) -> None:
-    inputs, in_key, in_handle = region(16)
-    outputs, out_key, _ = region(16)
-    shm.set_shared_memory_region(in_handle, [DATA])
-    client.register_system_shared_memory(inputs, in_key, 16)
-    client.register_system_shared_memory(outputs, out_key, 16)
+    inputs, in_key, _ = registered(16, DATA)
+    outputs, out_key, _ = registered(16)
     gate = tmp_path / "open"
     gate.touch()
     _slow_request(client, inputs, outputs, gate).get_result(timeout=30)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,8 +15,7 @@ import tritonclient.http as httpclient
 from naiad.errors import ErrorCode, NaiadError
 from naiad.shared_memory import SYSTEM, RegionReference, SharedMemoryRegistry
 from naiad.shared_memory import system as system_regions
-from naiad.shared_memory.cuda import CudaRuntime
-from naiad.testing import ServerProcess
+from naiad.testing import ModelRepositoryBuilder, start_server
 
 from .conftest import Region
 
@@ -104,13 +104,9 @@ def test_only_regular_shared_memory_objects_are_opened(registry: SharedMemoryReg
         os.unlink(fifo)
 
 
-no_gpu = pytest.mark.skipif(
-    CudaRuntime.probe()[0] is not None, reason="a CUDA device is present: these tests are for servers without one"
-)
-
-
-@no_gpu
-def test_cuda_routes_without_a_gpu(server: ServerProcess) -> None:
+def test_cuda_routes_without_a_gpu(tmp_path: Path) -> None:
+    """As a server sees it where no CUDA device is visible (hidden on a machine that has one)."""
+    server = start_server([ModelRepositoryBuilder(tmp_path / "models").root], env={"CUDA_VISIBLE_DEVICES": ""})
     http = httpclient.InferenceServerClient(server.http_url)
     grpc = grpcclient.InferenceServerClient(server.grpc_url)
     try:
@@ -133,3 +129,4 @@ def test_cuda_routes_without_a_gpu(server: ServerProcess) -> None:
     finally:
         http.close()
         grpc.close()
+        server.stop()

@@ -19,7 +19,7 @@ from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from naiad.testing import ServerProcess
 
-from .conftest import Region
+from .conftest import Region, Registered
 
 MISMATCH = (
     "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'add_sub'. Expected 64, got "
@@ -157,12 +157,11 @@ def test_reserved_and_non_object_keys_are_refused(client: httpclient.InferenceSe
         os.unlink(link)
 
 
-def test_inputs_and_outputs_through_shared_memory(client: httpclient.InferenceServerClient, region: Region) -> None:
-    inputs, in_key, in_handle = region(128)
-    outputs, out_key, out_handle = region(128)
-    shm.set_shared_memory_region(in_handle, [A, B])
-    client.register_system_shared_memory(inputs, in_key, 128)
-    client.register_system_shared_memory(outputs, out_key, 128)
+def test_inputs_and_outputs_through_shared_memory(
+    client: httpclient.InferenceServerClient, registered: Registered
+) -> None:
+    inputs, _, in_handle = registered(128, A, B)
+    outputs, _, out_handle = registered(128)
     first = httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)
     first.set_shared_memory(outputs, 64)
     second = httpclient.InferRequestedOutput("OUTPUT1", binary_data=True)
@@ -176,13 +175,10 @@ def test_inputs_and_outputs_through_shared_memory(client: httpclient.InferenceSe
 
 
 def test_output_at_an_offset_and_json_outputs_beside_it(
-    http: httpx.Client, client: httpclient.InferenceServerClient, region: Region
+    http: httpx.Client, client: httpclient.InferenceServerClient, registered: Registered
 ) -> None:
-    inputs, in_key, in_handle = region(128)
-    outputs, out_key, out_handle = region(128)
-    shm.set_shared_memory_region(in_handle, [A, B])
-    client.register_system_shared_memory(inputs, in_key, 128)
-    client.register_system_shared_memory(outputs, out_key, 128)
+    inputs, _, _ = registered(128, A, B)
+    outputs, _, out_handle = registered(128)
     body = {
         "inputs": [
             {
@@ -282,13 +278,12 @@ def _shm_input(name: str, **parameters: object) -> list[dict[str, object]]:
 def test_input_windows_are_checked(
     http: httpx.Client,
     client: httpclient.InferenceServerClient,
-    region: Region,
+    registered: Registered,
     parameters: dict[str, object],
     status: int,
     message: str,
 ) -> None:
-    name, key, _ = region(128)
-    client.register_system_shared_memory(name, key, 128)
+    name, _, _ = registered(128)
     response = _post(http, _shm_input(name, **parameters))
     assert (response.status_code, response.json()) == (status, {"error": message.format(name=name)})
 
@@ -338,17 +333,13 @@ def test_unknown_regions_and_bad_region_names(http: httpx.Client) -> None:
 def test_output_windows_are_checked(
     http: httpx.Client,
     client: httpclient.InferenceServerClient,
-    region: Region,
+    registered: Registered,
     parameters: dict[str, object],
     status: int,
     message: str,
 ) -> None:
-    inputs, in_key, in_handle = region(128)
-    name, key, handle = region(128)
-    shm.set_shared_memory_region(in_handle, [A, B])
-    shm.set_shared_memory_region(handle, [np.full(32, 7, np.float32)])
-    client.register_system_shared_memory(inputs, in_key, 128)
-    client.register_system_shared_memory(name, key, 128)
+    inputs, _, _ = registered(128, A, B)
+    name, _, handle = registered(128, np.full(32, 7, np.float32))
     response = _post(
         http,
         _shm_input(inputs, shared_memory_byte_size=64),
@@ -359,15 +350,12 @@ def test_output_windows_are_checked(
     np.testing.assert_array_equal(shm.get_contents_as_numpy(handle, np.float32, [32]), np.full(32, 7, np.float32))
 
 
-def test_bytes_tensors_through_shared_memory(client: httpclient.InferenceServerClient, region: Region) -> None:
+def test_bytes_tensors_through_shared_memory(client: httpclient.InferenceServerClient, registered: Registered) -> None:
     strings = np.array([[b"ab", b"cde"]], dtype=np.object_)
     serialized = serialize_byte_tensor(strings)
     size = len(serialized.item())
-    inputs, in_key, in_handle = region(size)
-    outputs, out_key, out_handle = region(64)
-    shm.set_shared_memory_region(in_handle, [serialized])
-    client.register_system_shared_memory(inputs, in_key, size)
-    client.register_system_shared_memory(outputs, out_key, 64)
+    inputs, _, _ = registered(size, serialized)
+    outputs, _, out_handle = registered(64)
     tensor = httpclient.InferInput("INPUT0", [1, 2], "BYTES")
     tensor.set_shared_memory(inputs, size)
     requested = httpclient.InferRequestedOutput("OUTPUT0")

@@ -19,16 +19,16 @@ from typing import Any
 import numpy as np
 
 from naiad import datatypes
-from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.errors import NaiadError, invalid_arg
 from naiad.grpc import messages
 from naiad.grpc.messages import Buffer, Encoded
 from naiad.grpc.status import cut_details
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.protocol import grpc_service_pb2 as pb
-from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, Window, input_tensor
+from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, input_tensor, window_of
 from naiad.tensor import Tensor
 from naiad.validation import request_prefix
-from naiad.wire import from_bytes
+from naiad.wire import from_bytes, wire_array
 
 EMPTY_FINAL_KEY = "triton_enable_empty_final_response"
 FINAL_KEY = "triton_final_response"
@@ -84,11 +84,7 @@ class DecodedRequest:
     outputs: list[RequestedOutput]
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
     enable_empty_final: bool = False
-
-    @property
-    def in_shared_memory(self) -> frozenset[str]:
-        """The outputs written to shared memory (their response entries carry no data)."""
-        return frozenset(output.name for output in self.outputs if output.destination is not None)
+    in_shared_memory: frozenset[str] = frozenset()  # outputs written to shared memory: no data in responses
 
 
 def parse_version(text: str) -> str:
@@ -210,7 +206,8 @@ def decode_request(
             )
         inputs.append(_tensor(tensor, chunk, model_name, request.id))
     outputs = _requested_outputs(request, shared_memory)
-    return DecodedRequest(request.id, inputs, outputs, parameters, enable_empty_final)
+    in_shared_memory = frozenset(output.name for output in outputs if output.destination is not None)
+    return DecodedRequest(request.id, inputs, outputs, parameters, enable_empty_final, in_shared_memory)
 
 
 _SharedTensor = pb.ModelInferRequest.InferInputTensor | pb.ModelInferRequest.InferRequestedOutputTensor
@@ -252,12 +249,6 @@ def _region_reference(tensor: _SharedTensor) -> RegionReference | None:
     return RegionReference(region.string_param, offset, values["shared_memory_byte_size"])
 
 
-def _window(reference: RegionReference, shared_memory: SharedMemoryRegistry | None, *, writable: bool) -> Window:
-    if shared_memory is None:
-        raise unsupported("shared memory is not available on this endpoint")
-    return shared_memory.window(reference, writable=writable)
-
-
 def _shared_tensor(
     tensor: pb.ModelInferRequest.InferInputTensor,
     reference: RegionReference,
@@ -265,7 +256,7 @@ def _shared_tensor(
     model_name: str,
     request_id: str,
 ) -> Tensor:
-    window = _window(reference, shared_memory, writable=False)
+    window = window_of(shared_memory, reference, writable=False)
     datatype = datatypes.BY_WIRE.get(tensor.datatype)
     if datatype is None:
         return Tensor(tensor.name, "<invalid>", np.empty(0, dtype=np.uint8))
@@ -324,7 +315,7 @@ def _requested_outputs(
             raise invalid_arg("output can't set both 'shared_memory_region' and 'classification'")
         destination = None
         if reference is not None:
-            destination = RegionDestination(_window(reference, shared_memory, writable=True), output.name)
+            destination = RegionDestination(window_of(shared_memory, reference, writable=True), output.name)
         classes = 0
         if "classification" in output.parameters:
             classification = output.parameters["classification"]
@@ -359,7 +350,7 @@ def encode_response(
         set_parameter(head.parameters[key], value)
     for tensor in response.outputs:
         head.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-    raw = [b"" if tensor.name in in_shared_memory else _output_bytes(tensor) for tensor in response.outputs]
+    raw = [b"" if tensor.name in in_shared_memory else wire_array(tensor).data for tensor in response.outputs]
     return bare_response(head, final, raw)
 
 
@@ -384,13 +375,3 @@ def stream_response(response: Encoded, error: NaiadError | None = None) -> Encod
     """A ModelStreamInfer response: ``response`` and the error, if it is one (its text cut to
     what a trailer-sized field should carry)."""
     return messages.stream_response(response, "" if error is None else cut_details(error.message))
-
-
-def _output_bytes(tensor: Tensor) -> Buffer:
-    """The wire bytes of an output: a view of its data when that is already little-endian and
-    contiguous, else a copy; BYTES length-prefixed."""
-    data = tensor.numpy()
-    if tensor.datatype == "BYTES":
-        return datatypes.serialize_bytes(data)
-    contiguous = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
-    return contiguous.reshape(-1).view(np.uint8).data

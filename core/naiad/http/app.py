@@ -20,7 +20,7 @@ from naiad.http.observability import observability_routes
 from naiad.http.repository import repository_routes
 from naiad.http.router import HttpRouter
 from naiad.http.shared_memory import shared_memory_routes
-from naiad.http.status import http_status
+from naiad.http.status import error_response
 from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
 from naiad.restrictions import Restrictions
@@ -31,11 +31,6 @@ _JSON = "application/json"
 _EVENT_STREAM = "text/event-stream; charset=utf-8"
 _EMPTY_OK = Response(b"", status_code=200)
 _EXITING = JSONResponse({"error": "Server not ready: it is shutting down"}, status_code=503)
-
-
-def error_response(error: NaiadError) -> Response:
-    """Triton's error body ``{"error": "..."}`` with the status for the error's code."""
-    return JSONResponse({"error": error.message}, status_code=http_status(error.code))
 
 
 def _json(body: str | bytes) -> Response:

@@ -20,7 +20,14 @@ from naiad.errors import ErrorCode, NaiadError, invalid_arg
 from naiad.http import nesting
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.models import ModelSignature
-from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, Window, input_tensor
+from naiad.shared_memory import (
+    RegionDestination,
+    RegionReference,
+    SharedMemoryRegistry,
+    Window,
+    input_tensor,
+    window_of,
+)
 from naiad.tensor import Tensor
 from naiad.validation import request_prefix, validate_inputs
 from naiad.wire import INT64_MAX, element_count, from_bytes, tensor_bytes
@@ -180,9 +187,7 @@ def _window(parameters: dict[str, Any], shared_memory: SharedMemoryRegistry | No
             raise parse_error(
                 f"Unable to parse '{key}': attempt to access JSON non-unsigned-integer as unsigned-integer"
             )
-    if shared_memory is None:
-        raise NaiadError("shared memory is not available on this endpoint", ErrorCode.UNSUPPORTED)
-    return shared_memory.window(RegionReference(region, offset, byte_size), writable=writable)
+    return window_of(shared_memory, RegionReference(region, offset, byte_size), writable=writable)
 
 
 def _declare_input(

@@ -9,11 +9,7 @@ from starlette.routing import Route
 from naiad.dataplane import DataPlane
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http import nesting
-from naiad.http.status import http_status
-
-
-def _error(error: NaiadError) -> Response:
-    return JSONResponse({"error": error.message}, status_code=http_status(error.code))
+from naiad.http.status import error_response
 
 
 def observability_routes(dataplane: DataPlane) -> list[Route]:
@@ -26,7 +22,7 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
                 request.path_params.get("model", ""), "" if version is None else str(version)
             )
         except NaiadError as error:
-            return _error(error)
+            return error_response(error)
         return JSONResponse(body)
 
     async def logging_settings(request: Request) -> Response:
@@ -36,7 +32,7 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
             changes = _json_object(await request.body())
             return JSONResponse(dataplane.update_log_settings(changes))
         except NaiadError as error:
-            return _error(error)
+            return error_response(error)
 
     return [
         Route("/v2/models/stats", statistics, methods=["GET"]),

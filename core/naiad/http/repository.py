@@ -13,12 +13,8 @@ from starlette.routing import Route
 from naiad.dataplane import DataPlane
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http import nesting
-from naiad.http.status import http_status
+from naiad.http.status import error_response
 from naiad.overrides import FILE_PREFIX
-
-
-def _error(error: NaiadError) -> Response:
-    return JSONResponse({"error": error.message}, status_code=http_status(error.code))
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -68,7 +64,7 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
                 raise NaiadError("attempt to access JSON non-boolean as boolean")
             return JSONResponse(dataplane.repository_index(ready_only=ready))
         except NaiadError as error:
-            return _error(error)
+            return error_response(error)
 
     async def load(request: Request) -> Response:
         try:
@@ -80,7 +76,7 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
             await dataplane.load_model(request.path_params["model"], config, files or None)
             return Response(b"", status_code=200)
         except NaiadError as error:
-            return _error(error)
+            return error_response(error)
 
     async def unload(request: Request) -> Response:
         try:
@@ -89,7 +85,7 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
             await dataplane.unload_model(request.path_params["model"], unload_dependents=dependents)
             return Response(b"", status_code=200)
         except NaiadError as error:
-            return _error(error)
+            return error_response(error)
 
     return [
         Route("/v2/repository/index", index, methods=["POST"]),

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http import nesting
-from naiad.http.status import http_status
+from naiad.http.status import error_response
 from naiad.shared_memory import CUDA, SYSTEM, SharedMemoryRegistry
 
 _UNSIGNED = "attempt to access JSON non-unsigned-integer as unsigned-integer"
@@ -30,7 +30,7 @@ def shared_memory_routes(registry: SharedMemoryRegistry) -> list[Route]:
             try:
                 return await action(request)
             except NaiadError as error:
-                return JSONResponse({"error": error.message}, status_code=http_status(error.code))
+                return error_response(error)
 
         return endpoint
 

@@ -1,8 +1,10 @@
-"""Error code -> HTTP status, as Triton maps them."""
+"""Error code -> HTTP status and error response, as Triton maps and writes them."""
 
 from __future__ import annotations
 
-from naiad.errors import ErrorCode
+from starlette.responses import JSONResponse, Response
+
+from naiad.errors import ErrorCode, NaiadError
 
 _STATUS = {
     ErrorCode.INTERNAL: 500,
@@ -19,3 +21,8 @@ _STATUS = {
 def http_status(code: ErrorCode) -> int:
     """The HTTP status Triton answers for an error code."""
     return _STATUS[code]
+
+
+def error_response(error: NaiadError) -> Response:
+    """Triton's error body ``{"error": "..."}`` with the status for the error's code."""
+    return JSONResponse({"error": error.message}, status_code=http_status(error.code))

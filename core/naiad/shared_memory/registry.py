@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found
+from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unsupported
 from naiad.shared_memory.cuda import CudaRegion, CudaRuntime, CudaWindow, no_gpu
 from naiad.shared_memory.system import SystemRegion
 
@@ -47,7 +47,11 @@ class SharedMemoryRegistry:
     def __init__(self) -> None:
         self._regions: dict[str, Region] = {}
         self._lock = threading.Lock()
-        self._cuda: tuple[CudaRuntime | None, str] | None = None
+        # Looking for a CUDA device starts the driver (a fraction of a second on a GPU machine): it is
+        # done once, on a thread of its own, from the start, never on the event loop of a request.
+        self._cuda: tuple[CudaRuntime | None, str] = (None, "the CUDA runtime was not probed")
+        self._probe = threading.Thread(target=self._probe_cuda, name="naiad-cuda-probe", daemon=True)
+        self._probe.start()
 
     # -- the CUDA runtime ----------------------------------------------------------------------
 
@@ -55,9 +59,14 @@ class SharedMemoryRegistry:
     def cuda_available(self) -> bool:
         return self._cuda_runtime()[0] is not None
 
-    def _cuda_runtime(self) -> tuple[CudaRuntime | None, str]:
-        if self._cuda is None:
+    def _probe_cuda(self) -> None:
+        try:
             self._cuda = CudaRuntime.probe()
+        except Exception as error:  # a broken CUDA install must not stop the server
+            self._cuda = (None, f"probing the CUDA runtime failed: {type(error).__name__}: {error}")
+
+    def _cuda_runtime(self) -> tuple[CudaRuntime | None, str]:
+        self._probe.join()
         return self._cuda
 
     # -- registration --------------------------------------------------------------------------
@@ -125,3 +134,10 @@ class SharedMemoryRegistry:
             return Window(region.name, byte_size, device=region.window(offset, byte_size))
         view = region.write_view(offset, byte_size) if writable else region.read_view(offset, byte_size)
         return Window(region.name, byte_size, memory=view)
+
+
+def window_of(registry: SharedMemoryRegistry | None, reference: RegionReference, *, writable: bool) -> Window:
+    """The window ``reference`` names in ``registry``; UNSUPPORTED where a decoder was given none."""
+    if registry is None:
+        raise unsupported("shared memory is not available on this endpoint")
+    return registry.window(reference, writable=writable)

@@ -12,7 +12,7 @@ from naiad.errors import NaiadError
 from naiad.inference import ParameterValue
 from naiad.shared_memory.registry import Window
 from naiad.tensor import MemoryKind, Tensor
-from naiad.wire import element_count, from_bytes
+from naiad.wire import element_count, from_bytes, wire_array
 
 
 def input_tensor(
@@ -50,13 +50,13 @@ class RegionDestination:
                 self._check_fits(byte_size)
                 device.write(None, int(interface["data"][0]), byte_size)
                 return
-        data = _wire_array(tensor)
+        data = wire_array(tensor)
         self._check_fits(data.nbytes)
         if device is not None:
             device.write(data, None, data.nbytes)
         elif data.nbytes:
             assert self._window.memory is not None
-            np.frombuffer(self._window.memory, np.uint8, data.nbytes)[:] = data.reshape(-1).view(np.uint8)
+            np.frombuffer(self._window.memory, np.uint8, data.nbytes)[:] = data
 
     def parameters(self) -> Mapping[str, ParameterValue]:
         return {}  # Triton's responses say nothing of an output written to shared memory
@@ -67,11 +67,3 @@ class RegionDestination:
                 f"shared memory size specified with the request for output '{self._output}' "
                 f"({self._window.byte_size} bytes) should be at least {byte_size} bytes to hold the results"
             )
-
-
-def _wire_array(tensor: Tensor) -> np.ndarray[Any, Any]:
-    """The tensor's wire bytes as a contiguous array: little-endian, BYTES length-prefixed."""
-    data = tensor.numpy()
-    if tensor.datatype == "BYTES":
-        return np.frombuffer(datatypes.serialize_bytes(data), np.uint8)
-    return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))

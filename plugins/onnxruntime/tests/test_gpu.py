@@ -14,7 +14,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from naiad.backend import gpu_count
-from naiad.testing import ModelRepositoryBuilder, ServerProcess
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, infer_through_shared_memory
 
 from . import onnx_models
 from .conftest import floats, write_model
@@ -77,42 +77,18 @@ def test_tensorrt_accelerator(
     assert "on TensorrtExecutionProvider, CUDAExecutionProvider, CPUExecutionProvider" in server.logs()
 
 
-@pytest.mark.skipif(
-    "CUDAExecutionProvider" not in ort.get_available_providers(), reason="needs onnxruntime-gpu (the CUDA EP)"
-)
-def test_inputs_in_cuda_shared_memory_are_bound_on_the_device(
+def test_inputs_in_cuda_shared_memory_are_served(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:
-    """Inputs in CUDA shared memory reach the CUDA session through an IOBinding (no host round trip);
-    the outputs come back into the client's region."""
-    import tritonclient.utils.cuda_shared_memory as cudashm
-
-    write_model(model_repository.root, "gpu_shm", onnx_models.add_sub(), GPU_CONFIG.format(extra=""))
+    """Inputs in CUDA shared memory reach a CUDA session through an IOBinding (no host round trip), or
+    a CPU session (onnxruntime without the CUDA EP) as host copies; the outputs come back into the
+    client's region either way."""
+    kind = "KIND_GPU" if "CUDAExecutionProvider" in ort.get_available_providers() else "KIND_CPU"
+    write_model(
+        model_repository.root, "shm", onnx_models.add_sub(), f"max_batch_size: 8\ninstance_group [ {{ kind: {kind} }} ]"
+    )
     server = naiad_server(model_repository.root)
-    client = httpclient.InferenceServerClient(server.http_url)
     a, b = floats(2, 4), floats(2, 4, seed=1)
-    inputs = cudashm.create_shared_memory_region("ort_in", 64, 0)
-    outputs = cudashm.create_shared_memory_region("ort_out", 64, 0)
-    try:
-        cudashm.set_shared_memory_region(inputs, [a, b])
-        client.register_cuda_shared_memory("ort_in", cudashm.get_raw_handle(inputs), 0, 64)
-        client.register_cuda_shared_memory("ort_out", cudashm.get_raw_handle(outputs), 0, 64)
-        tensors = []
-        for index, name in enumerate(("INPUT0", "INPUT1")):
-            tensor = httpclient.InferInput(name, [2, 4], "FP32")
-            tensor.set_shared_memory("ort_in", 32, offset=32 * index)
-            tensors.append(tensor)
-        requested = []
-        for index, name in enumerate(("OUTPUT0", "OUTPUT1")):
-            output = httpclient.InferRequestedOutput(name)
-            output.set_shared_memory("ort_out", 32, offset=32 * index)
-            requested.append(output)
-        client.infer("gpu_shm", tensors, outputs=requested)
-        written = cudashm.get_contents_as_numpy(outputs, np.float32, [2, 2, 4])
-        np.testing.assert_allclose(written[0], a + b, rtol=1e-6)
-        np.testing.assert_allclose(written[1], a - b, rtol=1e-6)
-    finally:
-        client.unregister_cuda_shared_memory()
-        client.close()
-        cudashm.destroy_shared_memory_region(inputs)
-        cudashm.destroy_shared_memory_region(outputs)
+    written = infer_through_shared_memory(server.http_url, "http", "shm", {"INPUT0": a, "INPUT1": b}, cuda_device=0)
+    np.testing.assert_allclose(written["OUTPUT0"], a + b, rtol=1e-6)
+    np.testing.assert_allclose(written["OUTPUT1"], a - b, rtol=1e-6)

@@ -9,7 +9,7 @@ import pytest
 import torch
 import tritonclient.http as httpclient
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, infer_through_shared_memory
 from naiad_pytorch.instance import PytorchInstance
 
 from .conftest import LoadModel
@@ -108,37 +108,13 @@ def test_inputs_in_cuda_shared_memory_reach_the_model_on_the_device(
 ) -> None:
     """The input's device memory is handed to forward() as a CUDA tensor; the output is copied device to
     device into the client's output region."""
-    import tritonclient.utils.cuda_shared_memory as cudashm
-
     path = add_torch_model(
         model_repository, "gpu_shm", scripted(AddSub()), ADD_SUB + "instance_group [ { kind: KIND_GPU } ]"
     )
     server = naiad_server(model_repository.root)
-    client = httpclient.InferenceServerClient(server.http_url)
     a, b = fp32(2, 4, seed=5), fp32(2, 4, seed=6)
-    inputs = cudashm.create_shared_memory_region("gpu_in", 64, 0)
-    outputs = cudashm.create_shared_memory_region("gpu_out", 64, 0)
-    try:
-        cudashm.set_shared_memory_region(inputs, [a, b])
-        client.register_cuda_shared_memory("gpu_in", cudashm.get_raw_handle(inputs), 0, 64)
-        client.register_cuda_shared_memory("gpu_out", cudashm.get_raw_handle(outputs), 0, 64)
-        tensors = []
-        for index, name in enumerate(("INPUT__0", "INPUT__1")):
-            tensor = httpclient.InferInput(name, [2, 4], "FP32")
-            tensor.set_shared_memory("gpu_in", 32, offset=32 * index)
-            tensors.append(tensor)
-        requested = []
-        for index, name in enumerate(("OUTPUT__0", "OUTPUT__1")):
-            output = httpclient.InferRequestedOutput(name)
-            output.set_shared_memory("gpu_out", 32, offset=32 * index)
-            requested.append(output)
-        client.infer("gpu_shm", tensors, outputs=requested)
-        expected = reference(path, a, b)
-        written = cudashm.get_contents_as_numpy(outputs, np.float32, [2, 2, 4])
-        np.testing.assert_allclose(written[0], expected[0])
-        np.testing.assert_allclose(written[1], expected[1])
-    finally:
-        client.unregister_cuda_shared_memory()
-        client.close()
-        cudashm.destroy_shared_memory_region(inputs)
-        cudashm.destroy_shared_memory_region(outputs)
+    inputs = {"INPUT__0": a, "INPUT__1": b}
+    written = infer_through_shared_memory(server.http_url, "http", "gpu_shm", inputs, cuda_device=0)
+    expected = reference(path, a, b)
+    np.testing.assert_allclose(written["OUTPUT__0"], expected[0])
+    np.testing.assert_allclose(written["OUTPUT__1"], expected[1])
