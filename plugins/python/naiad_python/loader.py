@@ -209,9 +209,12 @@ def unload_model_module(unit: ModelUnit) -> None:
         callbacks, unit._unload_callbacks = unit._unload_callbacks, []
         _units.pop(unit.slug + _MODEL_DIR_SUFFIX, None)
         _units_by_builtins.pop(id(unit.builtins), None)
+        # tuple() copies the keys in one step; a loop over sys.modules itself fails when another thread
+        # imports meanwhile ("dictionary changed size during iteration").
+        loaded = tuple(sys.modules)
         for package in (unit.package, unit.model_dir_package):
-            for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
-                del sys.modules[name]
+            for name in [n for n in loaded if n == package or n.startswith(package + ".")]:
+                sys.modules.pop(name, None)
         for entry in (str(unit.version_dir), str(unit.model_dir)):
             _path_refs[entry] -= 1
             if _path_refs[entry] <= 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 import naiad_python
 from naiad.backend import BackendInfo, DataType, ErrorCode, ModelFormat, NaiadError
 from naiad.testing import load_model as load_in_process
+from naiad_python import loader
 
 from .conftest import LoadModel, PythonTestModel, ready
 from .models import (
@@ -243,3 +245,37 @@ def test_model_directories_are_on_sys_path_while_loaded(load_model: LoadModel) -
     assert str(model.model_dir) in sys.path
     model.close()
     assert str(model.model_dir / "1") not in sys.path
+
+
+def test_unloading_while_other_threads_import(tmp_path: Path) -> None:
+    """Auto-complete unloads its throw-away unit while other models load; imports elsewhere must not
+    break the unload (they change sys.modules' size under it)."""
+    model_file = tmp_path / "1" / "model.py"
+    model_file.parent.mkdir()
+    model_file.write_text("class TritonPythonModel:\n    pass\n")
+    stop = threading.Event()
+
+    def import_elsewhere() -> None:
+        while not stop.is_set():
+            for count in range(256):
+                sys.modules[f"_naiad_test_churn_{count}"] = sys
+            for count in range(256):
+                sys.modules.pop(f"_naiad_test_churn_{count}", None)
+
+    churn = threading.Thread(target=import_elsewhere, daemon=True)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, as a busy server does
+    churn.start()
+    try:
+        for attempt in range(200):
+            unit = loader.load_model_module(
+                model_name="churn", version=1, model_dir=tmp_path, model_file=model_file, tag=f"t{attempt}"
+            )
+            loader.unload_model_module(unit)
+            assert unit.package not in sys.modules
+    finally:
+        stop.set()
+        churn.join()
+        sys.setswitchinterval(switch_interval)
+        for name in [name for name in tuple(sys.modules) if name.startswith("_naiad_test_churn_")]:
+            sys.modules.pop(name, None)
