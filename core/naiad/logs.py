@@ -146,8 +146,9 @@ class _Formatter(logging.Formatter):
             message += f" [model '{escape(model[0])}' version {model[1]}]"
         stamp = _iso_time(record.created) if self._iso else self._local_time(record)
         line = f"{stamp} {record.levelname[:1]} {record.name}] {message}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+        exception = _exception_text(self, record)
+        if exception:
+            line += "\n" + exception
         return line
 
     @staticmethod
@@ -173,9 +174,18 @@ class _JsonFormatter(logging.Formatter):
             entry["model"] = model[0]
             if model[1] is not None:
                 entry["version"] = str(model[1])
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+        exception = _exception_text(self, record)
+        if exception:
+            entry["exception"] = exception
         return json.dumps(entry, ensure_ascii=False)
+
+
+def _exception_text(formatter: logging.Formatter, record: logging.LogRecord) -> str:
+    """The record's traceback: from its exception, or already formatted (``exc_text``, as a record
+    logged in another process brings it)."""
+    if record.exc_info:
+        return formatter.formatException(record.exc_info)
+    return record.exc_text or ""
 
 
 def _iso_time(created: float) -> str:

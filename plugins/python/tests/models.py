@@ -9,7 +9,7 @@ real Triton server too.
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
@@ -25,6 +25,13 @@ class PythonModelSpec:
     config: str | None
     files: dict[str, str] = field(default_factory=dict)
     model_dir_files: dict[str, str] = field(default_factory=dict)
+
+
+def isolated(spec: PythonModelSpec, mode: str) -> PythonModelSpec:
+    """``spec`` with its ``INSTANCE_ISOLATION`` parameter set to ``mode`` ("thread" or "process")."""
+    assert spec.config is not None
+    parameter = f'parameters {{ key: "INSTANCE_ISOLATION" value: {{ string_value: "{mode}" }} }}'
+    return replace(spec, config=textwrap.dedent(spec.config).strip() + "\n" + parameter)
 
 
 def write_model(repo: Path, name: str, spec: PythonModelSpec, *, version: int = 1) -> Path:

@@ -169,10 +169,36 @@ class TritonPythonModel:
         return [call.exec() for _ in requests]
 """
 
+LOGGER = """
+import logging
+import os
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        pb_utils.Logger.log_warn(f"hello from worker {os.getpid()}\\nsecond line")
+        try:
+            raise ValueError("the weights are odd")
+        except ValueError:
+            logging.getLogger("naiad.python.model").exception("checking the weights failed")
+        pid = pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))
+        return [pb_utils.InferenceResponse([pid]) for _ in requests]
+"""
+
 BROKEN_INIT = """
 class TritonPythonModel:
     def initialize(self, args):
         raise RuntimeError("no weights here")
+"""
+
+PID_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "PID" data_type: TYPE_INT64 dims: [ 1 ] } ]
 """
 
 IDENTITY_CONFIG = """
@@ -193,6 +219,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repository.add_python_model("broken", BROKEN_INIT, IDENTITY_CONFIG + PROCESS)
     repository.add_python_model("bls", BLS, IDENTITY_CONFIG + PROCESS)
     repository.add_python_model("until_cancelled", UNTIL_CANCELLED, UNTIL_CANCELLED_CONFIG)
+    repository.add_python_model("logger", LOGGER, PID_CONFIG + PROCESS)
     repository.add_python_model("wrong_mode", BROKEN_INIT, IDENTITY_CONFIG + PROCESS.replace('"process"', '"fork"'))
     running = start_server([repository.root])
     yield running
@@ -365,9 +392,31 @@ def test_bls_from_a_worker_says_it_is_not_available_there(server: ServerProcess)
     tensor.set_data_from_numpy(np.ones(1, np.float32))
     with pytest.raises(InferenceServerException) as caught:
         client.infer("bls", [tensor])
-    assert "InferenceRequest.exec() needs a server" in caught.value.message()
-    assert 'use INSTANCE_ISOLATION "thread"' in caught.value.message()
+    assert "from a model in a worker process are not supported yet" in caught.value.message()
+    assert 'INSTANCE_ISOLATION parameter to "thread"' in caught.value.message()
     client.close()
+
+
+def test_what_a_worker_logs_lands_in_the_server_log_naming_the_model(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+    tensor.set_data_from_numpy(np.ones(1, np.float32))
+    pid = int(client.infer("logger", [tensor]).as_numpy("PID")[0])
+    client.close()
+    assert pid != server.process.pid
+    deadline = time.monotonic() + 10
+    while "checking the weights failed" not in server.log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lines = server.log_path.read_text().splitlines()
+    # the server's format, the model named, the line break escaped as the server escapes what it logs
+    hello = [line for line in lines if f"hello from worker {pid}" in line]
+    assert len(hello) == 1, lines
+    assert " W naiad.python.model] " in hello[0]
+    assert hello[0].endswith("\\x0asecond line [model 'logger' version 1]")
+    failed = next(index for index, line in enumerate(lines) if "checking the weights failed" in line)
+    assert " E naiad.python.model] checking the weights failed [model 'logger' version 1]" in lines[failed]
+    assert lines[failed + 1] == "Traceback (most recent call last):"
+    assert "ValueError: the weights are odd" in lines[failed + 2 : failed + 8]
 
 
 def test_a_model_that_fails_to_initialize_reports_why(server: ServerProcess) -> None:

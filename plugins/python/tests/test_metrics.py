@@ -1,4 +1,7 @@
-"""Custom metrics (``pb_utils.MetricFamily``) of python models, read from a real server's ``/metrics``."""
+"""Custom metrics (``pb_utils.MetricFamily``) of python models, read from a real server's ``/metrics``.
+
+Every test runs twice: with the models in the server process and in worker processes.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +16,19 @@ import tritonclient.http as httpclient
 
 from naiad.testing import ThreadedServer, serve_in_thread
 
-from .conftest import LoadModel
-from .models import METRIC_ERRORS, metrics_model, write_model
+from .models import METRIC_ERRORS, isolated, metrics_model, write_model
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]:
+@pytest.fixture(scope="module", params=["thread", "process"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]:
+    mode: str = request.param
     repo: Path = tmp_path_factory.mktemp("models")
-    write_model(repo, "metrics", metrics_model("custom"))
-    write_model(repo, "reloaded", metrics_model("reloaded"))
+    write_model(repo, "metrics", isolated(metrics_model("custom"), mode))
+    write_model(repo, "reloaded", isolated(metrics_model("reloaded"), mode))
     for name in ("shared_a", "shared_b"):
-        write_model(repo, name, metrics_model("shared"))
-    with serve_in_thread([repo], model_control_mode="explicit", load_models=("metrics",)) as running:
+        write_model(repo, name, isolated(metrics_model("shared"), mode))
+    write_model(repo, "errors", isolated(METRIC_ERRORS, mode))
+    with serve_in_thread([repo], model_control_mode="explicit", load_models=("metrics", "errors")) as running:
         yield running
 
 
@@ -113,9 +117,12 @@ def test_a_reload_keeps_the_families_it_shares_with_the_new_instances(
     assert "reloaded_" not in _scrape(server)
 
 
-def test_metric_errors_raise_triton_model_exception_with_the_servers_message(load_model: LoadModel) -> None:
-    model = load_model("errors", METRIC_ERRORS)
-    messages = json.loads(model.infer({"IN": np.array([1], np.int32)}).outputs()["MESSAGES"][0])
+def test_metric_errors_raise_triton_model_exception_with_the_servers_message(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    tensor = httpclient.InferInput("IN", [1], "INT32")
+    tensor.set_data_from_numpy(np.array([1], np.int32))
+    messages = json.loads(http.infer("errors", [tensor]).as_numpy("MESSAGES")[0])
     assert messages == {
         "bad_name": "metric family name 'bad name' is invalid; names match [a-zA-Z_:][a-zA-Z0-9_:]*",
         "reserved_name": (

@@ -1,4 +1,7 @@
-"""Model control from python models (``pb_utils.is_model_ready``, ``load_model``, ``unload_model``) in a real server."""
+"""Model control from python models (``pb_utils.is_model_ready``, ``load_model``, ``unload_model``) in a real server.
+
+Every test runs twice: with the calling models in the server process and in worker processes.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ThreadedServer, serve_in_thread
 
-from .models import ADD_SUB, MODEL_CONTROLLER, READY_PROBE, write_model
+from .models import ADD_SUB, MODEL_CONTROLLER, READY_PROBE, isolated, write_model
 
 EXPLICIT_ONLY = "explicit model load / unload is not allowed if polling is enabled"
 # ADD_SUB's config in Triton's JSON (the load API's format), with two instances instead of one.
@@ -33,11 +36,11 @@ TARGET_CONFIG = {
 }
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["thread", "process"])
+def repo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path: Path = tmp_path_factory.mktemp("models")
-    write_model(path, "probe", READY_PROBE)
-    write_model(path, "controller", MODEL_CONTROLLER)
+    write_model(path, "probe", isolated(READY_PROBE, request.param))
+    write_model(path, "controller", isolated(MODEL_CONTROLLER, request.param))
     write_model(path, "target", ADD_SUB)
     return path
 

@@ -35,6 +35,8 @@ from naiad.backend import (
 from naiad_python.backend_model import PythonModel
 from naiad_python.isolation.arena import ReadArena, WriteArena
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
+from naiad_python.isolation.log_forwarding import log_forwarded
+from naiad_python.isolation.server_calls import ServerCalls
 
 _log = logging.getLogger("naiad.python")
 
@@ -97,7 +99,12 @@ class IsolatedInstance(ModelInstance):
         self._closing = False
         self._failures = 0
         self.restarts = 0
-        self._worker = self._start()
+        self._calls = ServerCalls(context.model_name, context.name, context.server)
+        try:
+            self._worker = self._start()
+        except BaseException:
+            self._calls.close()
+            raise
 
     # -- starting and losing workers -----------------------------------------------------------
 
@@ -132,7 +139,7 @@ class IsolatedInstance(ModelInstance):
         )
         ours.settimeout(LOAD_TIMEOUT_S)
         try:
-            reply, _ = worker.channel.receive()
+            reply = self._await_load(worker)
         except (ChannelClosed, TimeoutError):
             reason = worker.exit_reason()
             worker.kill()
@@ -147,6 +154,14 @@ class IsolatedInstance(ModelInstance):
             raise NaiadError(reply["message"], ErrorCode[reply["code"]])
         threading.Thread(target=self._read, args=(worker,), name=f"naiad-python-{self.name}", daemon=True).start()
         return worker
+
+    def _await_load(self, worker: _Worker) -> Message:
+        """The worker's answer to the load; what it logs and asks of the server meanwhile is handled."""
+        while True:
+            message, fds = worker.channel.receive()
+            if message["op"] in ("loaded", "failed"):
+                return message
+            self._dispatch(worker, message, fds)
 
     def _read(self, worker: _Worker) -> None:
         """Dispatch the worker's messages until it goes away."""
@@ -181,6 +196,10 @@ class IsolatedInstance(ModelInstance):
             for request, (start, end) in zip(requests, message["compute"], strict=True):
                 request.report_compute(start, end)
             done.set()
+        elif op == "call":
+            self._calls.handle(message, worker.control.send)
+        elif op == "log":
+            log_forwarded(message, self.model_name, self._context.version)
         elif op == "ready":
             future = self._ready.pop(message["token"], None)
             if future is not None:
@@ -364,6 +383,7 @@ class IsolatedInstance(ModelInstance):
             self._closing = True
             worker = self._worker
         if worker is None:
+            self._calls.close()
             return
         try:
             worker.channel.send({"op": "finalize"})
@@ -378,6 +398,7 @@ class IsolatedInstance(ModelInstance):
                 FINALIZE_TIMEOUT_S,
             )
         worker.kill()
+        self._calls.close()
 
     @property
     def pid(self) -> int | None:

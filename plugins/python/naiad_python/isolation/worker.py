@@ -34,6 +34,8 @@ from naiad.backend import (
 )
 from naiad_python.isolation.arena import ReadArena, WriteArena
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
+from naiad_python.isolation.log_forwarding import ForwardingHandler
+from naiad_python.isolation.remote import RemoteServer, ServerCalls
 
 _log = logging.getLogger("naiad.python")
 
@@ -49,6 +51,7 @@ class Worker:
         self.instance: Any = None
         self.running: dict[int, InferenceRequest] = {}
         self.helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="naiad-python-worker")
+        self.calls = ServerCalls(channel)  # pb_utils calls into the server; replies come on the control socket
         # Responses a non-decoupled batch sends on the main thread go out with "executed", in one message.
         self._held: list[tuple[Message, int | None]] | None = None
         self._main = threading.get_ident()
@@ -72,7 +75,7 @@ class Worker:
                 return
 
     def _control(self) -> None:
-        """Releases, cancellations and readiness checks, also while a batch runs."""
+        """Releases, cancellations, readiness checks and replies to server calls, also while a batch runs."""
         while True:
             message, _ = self._receive(self.control)
             op = message["op"]
@@ -84,6 +87,8 @@ class Worker:
                     request.cancel()
             elif op == "is_ready":
                 self.helpers.submit(self._is_ready, message["token"])
+            elif op == "reply":
+                self.calls.answered(message)
 
     @staticmethod
     def _receive(channel: Channel) -> tuple[Message, list[int]]:
@@ -108,6 +113,7 @@ class Worker:
             group=message["group"],
             group_index=message["group_index"],
             index=message["index"],
+            server=RemoteServer(self.calls),  # type: ignore[arg-type]  # the part of ServerHandle pb_utils uses
         )
         model = PythonModel.__new__(PythonModel)
         model.name, model.version = context.model_name, context.version
@@ -201,13 +207,9 @@ class Worker:
 
 
 def main() -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=int(sys.argv[3]),
-        format="%(asctime)s %(levelname).1s %(name)s] %(message)s",
-    )
     channel = Channel(socket.socket(fileno=int(sys.argv[1])))
     control = Channel(socket.socket(fileno=int(sys.argv[2])))
+    logging.basicConfig(level=int(sys.argv[3]), handlers=[ForwardingHandler(channel)])
     started = time.monotonic()
     try:
         Worker(channel, control).serve()

@@ -27,8 +27,8 @@ def server_of(unit: loader.ModelUnit, api: str) -> ServerHandle:
     """The server ``unit`` was loaded in."""
     if unit.server is None:
         raise TritonModelException(
-            f"{api} needs a server, and model '{unit.model_name}' was loaded without one (models in worker "
-            'processes, INSTANCE_ISOLATION "process", cannot call it yet: use INSTANCE_ISOLATION "thread")'
+            f"{api} needs a server, and model '{unit.model_name}' was loaded without one (in a test harness "
+            "that loads models on their own, not in a server)"
         )
     return unit.server
 

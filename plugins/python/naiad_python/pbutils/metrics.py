@@ -5,7 +5,8 @@ exactly the given name and labels. As in Triton, where the server's registry mer
 the same name and series of the same labels, instances and models that ask for the same family
 or series share it. Each family and series belongs to the model unit (instance) that created
 it; when the unit unloads, the series and families no other unit uses are dropped, so an
-unloaded model's series leave ``/metrics`` and a model loaded again starts from zero.
+unloaded model's series leave ``/metrics`` and a model loaded again starts from zero. An instance in a
+worker process holds its share in the server, through the same :data:`shares`, until it unloads.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import enum
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from naiad.backend import Metric as ServerMetric
 from naiad.backend import MetricFamily as ServerFamily
@@ -27,6 +28,15 @@ from naiad_python.pbutils.caller import calling_unit, server_of
 from naiad_python.pbutils.errors import TritonModelException
 
 _T = TypeVar("_T")
+
+Subscribe = Callable[[Callable[[], None]], bool]
+"""Registers what to run when an owner of shares goes away; False when it is already gone."""
+
+
+class Owner(Hashable, Protocol):
+    """What holds shares: a model unit, or the server side of an instance in a worker process."""
+
+    model_name: str
 
 
 class MetricKind(enum.IntEnum):
@@ -87,12 +97,15 @@ class MetricFamily:
             ) from None
         self._unit = calling_unit("pb_utils.MetricFamily")
         server = server_of(self._unit, "pb_utils.MetricFamily")
-        self._family = _shares.family(self._unit, lambda: server.metrics.family(name, description, server_kind))
+        self._subscribe: Subscribe = partial(loader.on_unload, self._unit)
+        self._family = shares.family(
+            self._unit, self._subscribe, lambda: server.metrics.family(name, description, server_kind)
+        )
 
     def Metric(self, labels: Mapping[str, str] | None = None, buckets: Sequence[float] | None = None) -> Metric:
         """The series with ``labels``; a histogram needs ``buckets`` (its upper bounds)."""
         family = self._family
-        return Metric(_shares.metric(self._unit, family, lambda: family.metric(labels, buckets)))
+        return Metric(shares.metric(self._unit, self._subscribe, family, lambda: family.metric(labels, buckets)))
 
 
 def _call(operation: Callable[..., _T], *args: float) -> _T:
@@ -104,53 +117,55 @@ def _call(operation: Callable[..., _T], *args: float) -> _T:
 
 @dataclass
 class _Holdings:
-    """The families and series one unit uses."""
+    """The families and series one owner (a unit, or an instance in a worker process) uses."""
 
     families: set[ServerFamily] = field(default_factory=set)
     metrics: dict[ServerMetric, ServerFamily] = field(default_factory=dict)
 
 
-class _Shares:
-    """How many units use each server family and series; a unit's share goes when it unloads."""
+class MetricShares:
+    """How many owners use each server family and series; an owner's share goes when it does."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._families: Counter[ServerFamily] = Counter()
         self._metrics: Counter[ServerMetric] = Counter()
-        self._holdings: dict[loader.ModelUnit, _Holdings] = {}
+        self._holdings: dict[Owner, _Holdings] = {}
 
-    def family(self, unit: loader.ModelUnit, create: Callable[[], ServerFamily]) -> ServerFamily:
-        """The family ``create`` gives (a new one or the server's existing one), now used by ``unit``."""
+    def family(self, owner: Owner, subscribe: Subscribe, create: Callable[[], ServerFamily]) -> ServerFamily:
+        """The family ``create`` gives (a new one or the server's existing one), now used by ``owner``."""
         with self._lock:
-            holdings = self._holdings_of(unit)
+            holdings = self._holdings_of(owner, subscribe)
             family = _call(create)
             if family not in holdings.families:
                 holdings.families.add(family)
                 self._families[family] += 1
             return family
 
-    def metric(self, unit: loader.ModelUnit, family: ServerFamily, create: Callable[[], ServerMetric]) -> ServerMetric:
-        """The series ``create`` gives, now used by ``unit``."""
+    def metric(
+        self, owner: Owner, subscribe: Subscribe, family: ServerFamily, create: Callable[[], ServerMetric]
+    ) -> ServerMetric:
+        """The series ``create`` gives, now used by ``owner``."""
         with self._lock:
-            holdings = self._holdings_of(unit)
+            holdings = self._holdings_of(owner, subscribe)
             metric = _call(create)
             if metric not in holdings.metrics:
                 holdings.metrics[metric] = family
                 self._metrics[metric] += 1
             return metric
 
-    def _holdings_of(self, unit: loader.ModelUnit) -> _Holdings:
-        holdings = self._holdings.get(unit)
+    def _holdings_of(self, owner: Owner, subscribe: Subscribe) -> _Holdings:
+        holdings = self._holdings.get(owner)
         if holdings is None:
-            if not loader.on_unload(unit, partial(self._release, unit)):
-                raise TritonModelException(f"model '{unit.model_name}' has been unloaded; its custom metrics are gone")
-            holdings = self._holdings[unit] = _Holdings()
+            if not subscribe(partial(self._release, owner)):
+                raise TritonModelException(f"model '{owner.model_name}' has been unloaded; its custom metrics are gone")
+            holdings = self._holdings[owner] = _Holdings()
         return holdings
 
-    def _release(self, unit: loader.ModelUnit) -> None:
-        """Drop ``unit``'s share: the series and families nobody else uses leave the export."""
+    def _release(self, owner: Owner) -> None:
+        """Drop ``owner``'s share: the series and families nobody else uses leave the export."""
         with self._lock:
-            holdings = self._holdings.pop(unit)
+            holdings = self._holdings.pop(owner)
             for metric, family in holdings.metrics.items():
                 if _last(self._metrics, metric):
                     family.remove(metric)
@@ -168,4 +183,4 @@ def _last(counts: Counter[_T], key: _T) -> bool:
     return True
 
 
-_shares = _Shares()
+shares = MetricShares()
