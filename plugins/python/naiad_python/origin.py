@@ -29,9 +29,13 @@ class _Batch:
         self._requests = requests
         self._parent: InferenceRequest | None = None
 
+    @property
+    def requests(self) -> Sequence[InferenceRequest]:
+        return self._requests
+
     def parent(self) -> InferenceRequest:
         if self._parent is None:
-            self._parent = self._requests[0] if len(self._requests) == 1 else _batch_parent(self._requests)
+            self._parent = parent_of(self._requests)
         return self._parent
 
 
@@ -52,6 +56,17 @@ def current_parent() -> InferenceRequest | None:
     """The request the running code serves, or None outside any ``execute``'s context."""
     batch = _current.get()
     return None if batch is None else batch.parent()
+
+
+def current_batch() -> Sequence[InferenceRequest]:
+    """The requests the running code serves (none outside any ``execute``'s context)."""
+    batch = _current.get()
+    return () if batch is None else batch.requests
+
+
+def parent_of(requests: Sequence[InferenceRequest]) -> InferenceRequest:
+    """The parent of BLS requests made for ``requests``: the request itself, or one standing for them all."""
+    return requests[0] if len(requests) == 1 else _batch_parent(requests)
 
 
 class _Countdown:

@@ -1,7 +1,8 @@
 """BLS from python models in the real server, driven by Triton's HTTP and gRPC clients.
 
 One server runs the callers of ``bls_models.py`` next to their callees; every test asks it over both
-protocols unless it tests one protocol's own way of cancelling.
+protocols unless it tests one protocol's own way of cancelling, and runs twice: with the models in the
+server process and in worker processes.
 """
 
 from __future__ import annotations
@@ -39,15 +40,22 @@ from .bls_models import (
     ZERO_COPY,
     relay,
 )
-from .models import ADD_SUB, DECOUPLED_REPEAT, write_model
+from .models import ADD_SUB, DECOUPLED_REPEAT, isolated, write_model
 
 TIMEOUT_S = 10.0
 ONES = np.ones(4, np.float32)
 RANGE = np.arange(4, dtype=np.float32)
 
 
+@pytest.fixture(scope="module", params=["thread", "process"])
+def isolation(request: pytest.FixtureRequest) -> str:
+    """Where the models run: in the server process or in worker processes."""
+    mode: str = request.param
+    return mode
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]:
+def server(isolation: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]:
     repo: Path = tmp_path_factory.mktemp("models")
     for name, spec in {
         "add_sub": ADD_SUB,
@@ -66,7 +74,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]
         "self_caller": relay("self_caller"),
         "zero_copy": ZERO_COPY,
     }.items():
-        write_model(repo, name, spec)
+        write_model(repo, name, isolated(spec, isolation))
     with serve_in_thread([repo]) as running:
         yield running
 
@@ -210,11 +218,14 @@ def test_a_cycle_is_refused_instead_of_deadlocking(client: Client) -> None:
     assert cycle.value.status() == ("400" if client.protocol == "http" else "StatusCode.INVALID_ARGUMENT")
 
 
-def test_bls_outputs_pass_on_without_a_copy(server: ThreadedServer, client: Client) -> None:
+def test_bls_outputs_pass_on_without_a_copy(server: ThreadedServer, client: Client, isolation: str) -> None:
     result = client.infer("zero_copy", INPUT0=RANGE, INPUT1=ONES)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), RANGE + 1)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), RANGE - 1)
     caller, callee = result.as_numpy("ADDRESSES")
+    if isolation == "process":  # from a worker, tensors cross by shared memory: a copy each way
+        assert caller != callee
+        return
     assert caller == callee  # the tensor went on to "address" as the same buffer
     # in-process, the response carries the very buffer add_sub produced and zero_copy passed on
     response = server.handle.infer("zero_copy", [Tensor("INPUT0", "FP32", RANGE), Tensor("INPUT1", "FP32", ONES)])

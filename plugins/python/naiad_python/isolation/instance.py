@@ -32,8 +32,10 @@ from naiad.backend import (
     ModelInstance,
     NaiadError,
 )
+from naiad_python import origin
 from naiad_python.backend_model import PythonModel
 from naiad_python.isolation.arena import ReadArena, WriteArena
+from naiad_python.isolation.bls_server import BlsRequests
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 from naiad_python.isolation.log_forwarding import log_forwarded
 from naiad_python.isolation.server_calls import ServerCalls
@@ -43,6 +45,7 @@ _log = logging.getLogger("naiad.python")
 LOAD_TIMEOUT_S = 300.0
 FINALIZE_TIMEOUT_S = 30.0
 IS_READY_TIMEOUT_S = 5.0
+HANG_GRACE_S = 5.0
 _BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _STABLE_S = 30.0  # a worker that lived this long resets the backoff
 
@@ -56,6 +59,7 @@ class _Worker:
         self.control = control  # releases, cancellations, readiness checks out
         self.inputs = WriteArena()
         self.outputs = ReadArena()
+        self.bls = BlsRequests(control)  # the BLS requests it made
         self.started = time.monotonic()
         self.killed_because = ""  # set when the server killed it on purpose
 
@@ -80,6 +84,7 @@ class _Worker:
         self.channel.close()
         self.control.close()
         self.inputs.close()
+        self.bls.close()
 
 
 class IsolatedInstance(ModelInstance):
@@ -196,14 +201,35 @@ class IsolatedInstance(ModelInstance):
             for request, (start, end) in zip(requests, message["compute"], strict=True):
                 request.report_compute(start, end)
             done.set()
+        elif op == "call" and message["name"] == "submit":
+            self._submit_bls(worker, message, fds)
         elif op == "call":
             self._calls.handle(message, worker.control.send)
+        elif op == "bls_released":
+            worker.bls.released()
+        elif op == "bls_cancel":
+            worker.bls.cancel(message["bls"])
         elif op == "log":
             log_forwarded(message, self.model_name, self._context.version)
         elif op == "ready":
             future = self._ready.pop(message["token"], None)
             if future is not None:
                 future.set_result(bool(message["value"]))
+
+    def _submit_bls(self, worker: _Worker, message: Message, fds: list[int]) -> None:
+        """Queue a BLS request of the worker's, its inputs copied out of the worker's arena."""
+        (request,) = message["args"]
+        if fds:
+            worker.outputs.adopt(request["arena"], fds.pop(0))
+        inputs = worker.outputs.tensors(request["arena"], request["inputs"], copy=True)
+        with contextlib.suppress(ChannelClosed):
+            worker.control.send({"op": "released", "count": 1})
+        with self._lock:
+            batch = [self._pending[key] for key in request["parent"] if key in self._pending]
+        parent = origin.parent_of(batch) if batch else None
+        self._calls.answer(
+            message, worker.control.send, lambda: worker.bls.submit(self._calls.server, request, inputs, parent)
+        )
 
     def _respond(self, worker: _Worker, message: Message, fds: list[int]) -> None:
         """Deliver one response of the worker's to its request (``fds``: new arenas, in order)."""
@@ -348,10 +374,10 @@ class IsolatedInstance(ModelInstance):
         finally:
             if fd is not None:
                 os.close(fd)
-        deadline = _execute_deadline(requests)
-        if not done.wait(deadline) and deadline is not None:
+        timeout = _execute_timeout(requests)
+        if not done.wait(None if timeout is None else timeout + HANG_GRACE_S) and timeout is not None:
             worker.killed_because = (
-                f"it was killed: execute ran longer than the requests' timeout of {deadline * 1000:.0f} ms"
+                f"it was killed: execute ran {HANG_GRACE_S:.0f} s past the requests' timeout of {timeout * 1000:.0f} ms"
             )
             worker.process.kill()
             done.wait()
@@ -407,9 +433,10 @@ class IsolatedInstance(ModelInstance):
         return None if worker is None else worker.process.pid
 
 
-def _execute_deadline(requests: Sequence[InferenceRequest]) -> float | None:
-    """How long a batch may run in the worker, in seconds: the longest of its requests' timeouts, or
-    no limit when a request has none (a ``timeout`` request parameter, Triton's, sets one)."""
+def _execute_timeout(requests: Sequence[InferenceRequest]) -> float | None:
+    """The batch's timeout in seconds: the longest of its requests' timeouts, or none when a request
+    has none (a ``timeout`` request parameter, Triton's, sets one). The worker is killed when
+    ``execute`` runs :data:`HANG_GRACE_S` past it (a caller that gave up may cancel it meanwhile)."""
     timeouts = [request.timeout_us for request in requests]
     if not timeouts or not all(timeouts):
         return None

@@ -1,17 +1,19 @@
 """The server as a worker process sees it: the ``ServerHandle`` calls ``pb_utils`` makes, answered by the server.
 
 A model in a worker calls ``pb_utils.is_model_ready``, ``load_model``, ``unload_model`` and the custom
-metric APIs exactly as in the server process; each call becomes a ``call`` message on the work socket
-and waits for its ``reply``, which the worker's control thread hands over (so a call made inside
-``execute`` is answered while ``execute`` runs). The server's errors come back as the same
-:class:`~naiad.backend.NaiadError`, so ``pb_utils`` reports them as it does in the server process.
+metric APIs exactly as in the server process (BLS too: :mod:`naiad_python.isolation.bls_client`); each
+call becomes a ``call`` message on the work socket and waits for its ``reply``, which the worker's
+control thread hands over (so a call made inside ``execute`` is answered while ``execute`` runs). The
+server's errors come back as the same :class:`~naiad.backend.NaiadError`, so ``pb_utils`` reports them
+as it does in the server process.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -28,18 +30,22 @@ class ServerCalls:
         self._waiting: dict[int, Future[Any]] = {}
         self._lock = threading.Lock()
 
-    def call(self, op: str, *args: Any) -> Any:
-        """Run ``op`` in the server and return its result; raise the server's error."""
+    def call(self, op: str, *args: Any, fds: list[int] | None = None) -> Any:
+        """Run ``op`` in the server and return its result; raise the server's error. ``fds`` go along
+        (and are closed here)."""
         call_id = next(self._ids)
         future: Future[Any] = Future()
         with self._lock:
             self._waiting[call_id] = future
         try:
-            self._channel.send({"op": "call", "call": call_id, "name": op, "args": args})
+            self._channel.send({"op": "call", "call": call_id, "name": op, "args": args}, fds)
         except ChannelClosed:
             with self._lock:
                 self._waiting.pop(call_id, None)
             raise NaiadError("the server went away", ErrorCode.UNAVAILABLE) from None
+        finally:
+            for fd in fds or ():
+                os.close(fd)
         return future.result()
 
     def answered(self, message: Message) -> None:
@@ -107,9 +113,10 @@ class RemoteMetrics:
 class RemoteServer:
     """What ``pb_utils`` asks of a :class:`~naiad.backend.ServerHandle`, asked of the server over the socket."""
 
-    def __init__(self, calls: ServerCalls) -> None:
+    def __init__(self, calls: ServerCalls, submit: Callable[..., Any]) -> None:
         self._calls = calls
         self.metrics = RemoteMetrics(calls)
+        self.submit = submit  # BLS: see naiad_python.isolation.bls_client
 
     def model_ready(self, name: str, version: str | int = "") -> bool:
         return bool(self._calls.call("model_ready", name, str(version)))
@@ -119,11 +126,3 @@ class RemoteServer:
 
     def unload_model(self, name: str) -> None:
         self._calls.call("unload_model", name)
-
-    def submit(self, model: str, *args: Any, **kwargs: Any) -> Any:
-        """BLS: not across the process boundary yet; the caller gets this as its error response."""
-        raise NaiadError(
-            f"BLS requests (to model '{model}') from a model in a worker process are not supported yet; "
-            'set the calling model\'s INSTANCE_ISOLATION parameter to "thread" to make them',
-            ErrorCode.UNAVAILABLE,
-        )

@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from naiad.backend import ErrorCode, Metric, MetricFamily, MetricKind, ModelConfig, NaiadError, ServerHandle
@@ -44,17 +45,29 @@ class ServerCalls:
         self._releases: list[Callable[[], None]] | None = []
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"naiad-python-calls-{instance_name}")
 
+    @property
+    def server(self) -> ServerHandle:
+        """The server the instance runs in (NaiadError when it was loaded without one)."""
+        if self._server is None:
+            raise NaiadError(
+                f"model '{self.model_name}' was loaded without a server; pb_utils server calls are unavailable",
+                ErrorCode.UNAVAILABLE,
+            )
+        return self._server
+
     def handle(self, message: Message, reply: Reply) -> None:
         """Run the call in ``message`` and send its reply with ``reply``."""
+        work = partial(self._run, message["name"], *message["args"])
         if message["name"] in _BLOCKING:
-            self._pool.submit(self._answer, message, reply)
+            self._pool.submit(self.answer, message, reply, work)
         else:
-            self._answer(message, reply)
+            self.answer(message, reply, work)
 
-    def _answer(self, message: Message, reply: Reply) -> None:
+    def answer(self, message: Message, reply: Reply, work: Callable[[], Any]) -> None:
+        """Reply to the call in ``message`` with what ``work`` returns, or its error."""
         answer: Message = {"op": "reply", "call": message["call"]}
         try:
-            answer["value"] = self._run(message["name"], *message["args"])
+            answer["value"] = work()
         except NaiadError as error:
             answer["error"] = (error.message, error.code.name)
         except TritonModelException as error:  # the metric shares say it in pb_utils' words already
@@ -65,12 +78,7 @@ class ServerCalls:
             reply(answer)
 
     def _run(self, name: str, *args: Any) -> Any:
-        server = self._server
-        if server is None:
-            raise NaiadError(
-                f"model '{self.model_name}' was loaded without a server; pb_utils server calls are unavailable",
-                ErrorCode.UNAVAILABLE,
-            )
+        server = self.server
         if name == "model_ready":
             model, version = args
             return server.model_ready(model, version)

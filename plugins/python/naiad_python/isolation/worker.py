@@ -33,6 +33,7 @@ from naiad.backend import (
     ResponseSender,
 )
 from naiad_python.isolation.arena import ReadArena, WriteArena
+from naiad_python.isolation.bls_client import BlsClient
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 from naiad_python.isolation.log_forwarding import ForwardingHandler
 from naiad_python.isolation.remote import RemoteServer, ServerCalls
@@ -52,6 +53,7 @@ class Worker:
         self.running: dict[int, InferenceRequest] = {}
         self.helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="naiad-python-worker")
         self.calls = ServerCalls(channel)  # pb_utils calls into the server; replies come on the control socket
+        self.bls = BlsClient(self.calls, channel, self.outputs, self._bls_flush, self._key_of)
         # Responses a non-decoupled batch sends on the main thread go out with "executed", in one message.
         self._held: list[tuple[Message, int | None]] | None = None
         self._main = threading.get_ident()
@@ -77,7 +79,7 @@ class Worker:
     def _control(self) -> None:
         """Releases, cancellations, readiness checks and replies to server calls, also while a batch runs."""
         while True:
-            message, _ = self._receive(self.control)
+            message, fds = self._receive(self.control)
             op = message["op"]
             if op == "released":
                 self.outputs.released(message["count"])
@@ -89,6 +91,8 @@ class Worker:
                 self.helpers.submit(self._is_ready, message["token"])
             elif op == "reply":
                 self.calls.answered(message)
+            elif op == "bls_response":
+                self.bls.responded(message, fds)
 
     @staticmethod
     def _receive(channel: Channel) -> tuple[Message, list[int]]:
@@ -113,7 +117,7 @@ class Worker:
             group=message["group"],
             group_index=message["group_index"],
             index=message["index"],
-            server=RemoteServer(self.calls),  # type: ignore[arg-type]  # the part of ServerHandle pb_utils uses
+            server=RemoteServer(self.calls, self.bls.submit),  # type: ignore[arg-type]  # what pb_utils uses
         )
         model = PythonModel.__new__(PythonModel)
         model.name, model.version = context.model_name, context.version
@@ -164,6 +168,15 @@ class Worker:
             finally:
                 for fd in fds:
                     os.close(fd)
+
+    def _bls_flush(self) -> Any:
+        """What a BLS request must send before waiting for arena space: the batch's held responses, when
+        it is made on the thread that holds them."""
+        return self._send_held if self._held is not None and threading.get_ident() == self._main else None
+
+    def _key_of(self, request: InferenceRequest) -> int | None:
+        """The server's key for ``request`` (of the running batch), so the server knows a BLS parent."""
+        return next((key for key, running in list(self.running.items()) if running is request), None)
 
     def _send_held(self) -> None:
         """Send the responses held back so far (the arena is full and the server must release them)."""
