@@ -136,6 +136,10 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "accumulate_oldest", ACCUMULATOR, accumulator_config(oldest, sleep=0.05, idle_us=5_000_000)
     )
     builder.add_python_model("stateful", STATEFUL, STATEFUL_CONFIG)
+    # the same two in worker processes: sequence controls and implicit state cross the process boundary
+    in_worker = '\nparameters { key: "INSTANCE_ISOLATION" value: { string_value: "process" } }'
+    builder.add_python_model("accumulate_in_worker", ACCUMULATOR, accumulator_config(idle_us=400_000) + in_worker)
+    builder.add_python_model("stateful_in_worker", STATEFUL, STATEFUL_CONFIG + in_worker)
     return builder.root
 
 
@@ -185,18 +189,19 @@ def _base(client: Client) -> int:
     return 1000 if client.module is httpclient else 2000
 
 
-def test_interleaved_sequences_accumulate_separately(client: Client, repository: Path) -> None:
+@pytest.mark.parametrize("model", ["accumulate", "accumulate_in_worker"])
+def test_interleaved_sequences_accumulate_separately(client: Client, repository: Path, model: str) -> None:
     a, b = _base(client) + 1, _base(client) + 2
     got = [
-        client.infer("accumulate", 1, sequence_id=a, sequence_start=True, request_id=f"a{a}"),
-        client.infer("accumulate", 10, sequence_id=b, sequence_start=True),
-        client.infer("accumulate", 2, sequence_id=a),
-        client.infer("accumulate", 20, sequence_id=b),
-        client.infer("accumulate", 3, sequence_id=a, sequence_end=True),
-        client.infer("accumulate", 30, sequence_id=b, sequence_end=True),
+        client.infer(model, 1, sequence_id=a, sequence_start=True, request_id=f"a{a}"),
+        client.infer(model, 10, sequence_id=b, sequence_start=True),
+        client.infer(model, 2, sequence_id=a),
+        client.infer(model, 20, sequence_id=b),
+        client.infer(model, 3, sequence_id=a, sequence_end=True),
+        client.infer(model, 30, sequence_id=b, sequence_end=True),
     ]
     assert got == [1, 10, 3, 30, 6, 60]
-    mine = [r for batch in executed(repository, "accumulate") for r in batch if r["correlation_id"] == a]
+    mine = [r for batch in executed(repository, model) for r in batch if r["correlation_id"] == a]
     assert [r["flags"] for r in mine] == [1, 0, 2]
     assert mine[0]["id"] == f"a{a}"
     assert mine[0]["inputs"] == {
@@ -206,7 +211,7 @@ def test_interleaved_sequences_accumulate_separately(client: Client, repository:
         "IN": ["float32", [1, 1]],
     }
     with pytest.raises(InferenceServerException):
-        client.infer("accumulate", 1, sequence_id=a)  # ended: a new request needs START
+        client.infer(model, 1, sequence_id=a)  # ended: a new request needs START
 
 
 def test_sequence_request_errors_match_triton(client: Client) -> None:
@@ -259,14 +264,15 @@ def test_string_ids_with_a_string_corrid(client: Client, repository: Path) -> No
     )
 
 
-def test_implicit_state_carries_from_request_to_request(client: Client) -> None:
+@pytest.mark.parametrize("model", ["stateful", "stateful_in_worker"])
+def test_implicit_state_carries_from_request_to_request(client: Client, model: str) -> None:
     sid = _base(client) + 500
     got = [
-        client.infer("stateful", value, sequence_id=sid, sequence_start=index == 0, sequence_end=index == 2)
+        client.infer(model, value, sequence_id=sid, sequence_start=index == 0, sequence_end=index == 2)
         for index, value in enumerate((1.0, 2.0, 3.0))
     ]
     assert got == [1, 3, 6]
-    assert client.infer("stateful", 7, sequence_id=sid, sequence_start=True) == 7  # START resets it
+    assert client.infer(model, 7, sequence_id=sid, sequence_start=True) == 7  # START resets it
 
 
 def test_state_output_is_hidden_from_the_client(server: ServerProcess) -> None:

@@ -20,7 +20,7 @@ from naiad.backend import InferenceRequest, ModelConfig, ModelInstance
 from naiad.testing import LoadedModel, ResponseCollector, ThreadedServer
 from naiad.testing import load_model as load_in_process
 
-from .models import PythonModelSpec, write_model
+from .models import PythonModelSpec, isolated, write_model
 
 Inputs = Mapping[str, npt.NDArray[Any]]
 
@@ -86,12 +86,23 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(params=["thread", "process"])
+def isolation(request: pytest.FixtureRequest) -> str:
+    """Where the python models of a test run: in this process or in worker processes."""
+    mode: str = request.param
+    return mode
+
+
 @pytest.fixture
-def load_model(repo: Path) -> Iterator[LoadModel]:
-    """``load_model(name, spec, auto_complete=False)``: write ``spec`` into ``repo`` and load it."""
+def load_model(repo: Path, isolation: str) -> Iterator[LoadModel]:
+    """``load_model(name, spec, auto_complete=False)``: write ``spec`` into ``repo`` and load it, with
+    its instances in this process and (a second run of the test) in worker processes; a spec without
+    a config, or with its own ``INSTANCE_ISOLATION``, is loaded as it is."""
     loaded: list[PythonTestModel] = []
 
     def load(name: str, spec: PythonModelSpec, *, auto_complete: bool = False) -> PythonTestModel:
+        if spec.config is not None and "INSTANCE_ISOLATION" not in spec.config:
+            spec = isolated(spec, isolation)
         model_dir = write_model(repo, name, spec)
         model = PythonTestModel(load_in_process(model_dir, auto_complete=auto_complete), model_dir)
         loaded.append(model)

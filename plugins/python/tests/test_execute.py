@@ -222,7 +222,7 @@ def test_sender_rules_in_a_non_decoupled_model(load_model: LoadModel) -> None:
     np.testing.assert_array_equal(
         model.infer({"INPUT0": FOUR}, parameters={"mode": "rules"}).outputs()["OUTPUT0"], FOUR
     )
-    texts = model.instances[0]._model.rule_texts  # type: ignore[attr-defined]
+    texts = json.loads((model.model_dir / "1" / "rule_texts.json").read_text())
     assert texts == [
         "Unable to send response. Non-decoupled model cannot send complete final before sending a response.",
         "Unable to send response. Unsupported flag provided.",

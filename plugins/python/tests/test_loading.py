@@ -239,8 +239,13 @@ def test_finalize_and_is_ready(load_model: LoadModel) -> None:
     assert not [name for name in sys.modules if name.startswith("_naiad_python_models.lifecycle")]
 
 
-def test_model_directories_are_on_sys_path_while_loaded(load_model: LoadModel) -> None:
+def test_model_directories_are_on_sys_path_while_loaded(load_model: LoadModel, isolation: str) -> None:
     model = load_model("add_sub", ADD_SUB)
+    if isolation == "process":  # the model's code runs in its worker, never in this process
+        assert str(model.model_dir / "1") not in sys.path
+        assert not [name for name in sys.modules if name.startswith("_naiad_python_models.add_sub")]
+        model.close()
+        return
     assert str(model.model_dir / "1") in sys.path
     assert str(model.model_dir) in sys.path
     model.close()

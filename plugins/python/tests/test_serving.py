@@ -1,4 +1,7 @@
-"""Python models in the real server, asked with Triton's clients: statistics and readiness."""
+"""Python models in the real server, asked with Triton's clients: statistics and readiness.
+
+Every test runs twice: with the models in the server process and in worker processes.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +18,14 @@ import tritonclient.http as httpclient
 
 from naiad.testing import ThreadedServer, serve_in_thread
 
-from .models import ADD_SUB, ASYNC_DECOUPLED, ASYNC_EXECUTE, readiness_model, write_model
+from .models import ADD_SUB, ASYNC_DECOUPLED, ASYNC_EXECUTE, isolated, readiness_model, write_model
 
 NOT_READY = readiness_model("async def is_ready(self):\n    return False")
 REQUESTS = 3
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]:
+@pytest.fixture(scope="module", params=["thread", "process"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]:
     repo: Path = tmp_path_factory.mktemp("models")
     for name, spec in {
         "add_sub": ADD_SUB,
@@ -30,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedServer]
         "async_decoupled": ASYNC_DECOUPLED,
         "not_ready": NOT_READY,
     }.items():
-        write_model(repo, name, spec)
+        write_model(repo, name, isolated(spec, request.param))
     with serve_in_thread([repo]) as running:
         yield running
 

@@ -32,6 +32,7 @@ from naiad.backend import (
     ModelInstance,
     NaiadError,
 )
+from naiad_python import instance as in_process
 from naiad_python import origin
 from naiad_python.backend_model import PythonModel
 from naiad_python.isolation.arena import ReadArena, WriteArena
@@ -44,7 +45,6 @@ _log = logging.getLogger("naiad.python")
 
 LOAD_TIMEOUT_S = 300.0
 FINALIZE_TIMEOUT_S = 30.0
-IS_READY_TIMEOUT_S = 5.0
 HANG_GRACE_S = 5.0
 _BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _STABLE_S = 30.0  # a worker that lived this long resets the backoff
@@ -397,8 +397,11 @@ class IsolatedInstance(ModelInstance):
         self._ready[token] = future
         try:
             worker.control.send({"op": "is_ready", "token": token})
-            return await asyncio.wait_for(asyncio.wrap_future(future), IS_READY_TIMEOUT_S)
-        except (ChannelClosed, TimeoutError):
+            return await asyncio.wait_for(asyncio.wrap_future(future), in_process.IS_READY_TIMEOUT_S)
+        except TimeoutError:
+            _log.warning("is_ready() of model '%s' took more than %g s", self.model_name, in_process.IS_READY_TIMEOUT_S)
+            return False
+        except ChannelClosed:
             return False
         finally:
             self._ready.pop(token, None)
