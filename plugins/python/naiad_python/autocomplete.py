@@ -1,8 +1,10 @@
 """``TritonPythonModel.auto_complete_config``: let the model fill in its own config.
 
-The model file is imported in a throw-away unit (Triton uses a throw-away interpreter),
-the static method gets a ``pb_utils.ModelConfig`` built from the config's Triton JSON, and
-the dict it returns replaces ``context.config``; naiad validates the result afterwards.
+The model file is imported in a throw-away unit (Triton uses a throw-away interpreter), in a
+throw-away worker process when the model's instances run in workers (so its code never runs in the
+server process, and runs in its own environment when it has one); the static method gets a
+``pb_utils.ModelConfig`` built from the config's Triton JSON, and the dict it returns replaces
+``context.config``; naiad validates the result afterwards.
 """
 
 from __future__ import annotations
@@ -11,28 +13,65 @@ import json
 import logging
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from naiad.backend import ErrorCode, ModelLoadContext, NaiadError
 from naiad_python import loader
 from naiad_python.pbutils.model_config import ModelConfig
 from naiad_python.user_errors import USER_ERRORS, describe
 
+if TYPE_CHECKING:
+    from naiad.backend import ServerHandle
+
 _log = logging.getLogger("naiad.python")
 
 
-def complete_config(context: ModelLoadContext, model_file: Path) -> None:
-    """Run the model's ``auto_complete_config`` (if it has one) and store the result in ``context.config``."""
+def complete_config(context: ModelLoadContext, model_file: Path, interpreter: Path | None, isolated: bool) -> None:
+    """Run the model's ``auto_complete_config`` (if it has one) and store the result in ``context.config``:
+    in a worker process with ``interpreter`` when the model's instances run in workers, in this one
+    otherwise."""
     from naiad.backend import config_from_json, config_to_json_dict
 
     name = context.model_name
+    config_dict = config_to_json_dict(context.config)
+    for key, default in (("name", name), ("max_batch_size", 0), ("input", []), ("output", [])):
+        config_dict.setdefault(key, default)
+    if isolated:
+        from naiad_python.isolation.spawn import auto_complete_in_worker
+
+        result = auto_complete_in_worker(context, model_file, config_dict, interpreter)
+    else:
+        result = completed_config(name, context.version, context.model_dir, model_file, config_dict, context.server)
+    if result is None:
+        return
+    try:
+        completed = config_from_json(result)
+    except Exception as error:
+        raise NaiadError(
+            f"auto_complete_config function in model '{name}' returned an invalid config: {error}",
+            ErrorCode.INVALID_ARG,
+        ) from error
+    context.config.CopyFrom(completed)
+
+
+def completed_config(
+    name: str,
+    version: int,
+    model_dir: Path,
+    model_file: Path,
+    config_dict: dict[str, Any],
+    server: ServerHandle | None,
+) -> dict[str, Any] | None:
+    """Import ``model_file`` in a throw-away unit and run its ``auto_complete_config`` on ``config_dict``
+    (Triton's JSON); the completed config, or None when the model has no such method."""
     try:
         unit = loader.load_model_module(
             model_name=name,
-            version=context.version,
-            model_dir=context.model_dir,
+            version=version,
+            model_dir=model_dir,
             model_file=model_file,
             tag="auto_complete",
-            server=context.server,
+            server=server,
         )
     except loader.ModelFileError:
         raise
@@ -51,10 +90,7 @@ def complete_config(context: ModelLoadContext, model_file: Path) -> None:
             )
         method = getattr(model_class, "auto_complete_config", None)
         if method is None:
-            return
-        config_dict = config_to_json_dict(context.config)
-        for key, default in (("name", name), ("max_batch_size", 0), ("input", []), ("output", [])):
-            config_dict.setdefault(key, default)
+            return None
         try:
             result = method(ModelConfig(json.dumps(config_dict)))
         except USER_ERRORS as error:
@@ -68,13 +104,7 @@ def complete_config(context: ModelLoadContext, model_file: Path) -> None:
                 f"auto_complete_config function in model '{name}' must return a valid pb.ModelConfig object.",
                 ErrorCode.INTERNAL,
             )
-        try:
-            completed = config_from_json(result.as_dict())
-        except Exception as error:
-            raise NaiadError(
-                f"auto_complete_config function in model '{name}' returned an invalid config: {error}",
-                ErrorCode.INVALID_ARG,
-            ) from error
-        context.config.CopyFrom(completed)
+        completed: dict[str, Any] = result.as_dict()
+        return completed
     finally:
         loader.unload_model_module(unit)

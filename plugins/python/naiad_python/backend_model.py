@@ -7,6 +7,7 @@ from pathlib import Path
 
 from naiad.backend import BackendModel, ErrorCode, InstanceContext, ModelLoadContext, NaiadError
 from naiad_python import autocomplete
+from naiad_python.isolation import environments
 from naiad_python.loader import ModelFileError
 
 DEFAULT_MODEL_FILENAME = "model.py"
@@ -17,7 +18,6 @@ _log = logging.getLogger("naiad.python")
 
 # Config parameters of Triton's python backend that naiad accepts but does not act on.
 _IGNORED_PARAMETERS = {
-    "EXECUTION_ENV_PATH": "models run in the server's own Python environment",
     "FORCE_CPU_ONLY_INPUT_TENSORS": "inputs are always CPU tensors",
 }
 
@@ -25,21 +25,33 @@ _IGNORED_PARAMETERS = {
 class PythonModel(BackendModel):
     """A loaded python model version; each instance imports its own copy of the model file."""
 
-    def __init__(self, context: ModelLoadContext, model_file: Path) -> None:
+    def __init__(self, context: ModelLoadContext, model_file: Path, interpreter: Path | None = None) -> None:
         self.name = context.model_name
         self.version = context.version
         self.model_dir = context.model_dir
         self.model_file = model_file
+        self.interpreter = interpreter  # EXECUTION_ENV_PATH's, for the workers; None: the server's
 
 
 def isolation_of(context: ModelLoadContext | InstanceContext) -> str:
-    """Where instances run: ``"thread"`` (in the server process, the default) or ``"process"``."""
-    parameter = context.config.parameters.get(ISOLATION_PARAMETER)
+    """Where instances run: ``"thread"`` (in the server process, the default) or ``"process"`` (the
+    default for a model with its own environment, which only a worker process can run)."""
+    parameters = context.config.parameters
+    own_environment = environments.ENV_PARAMETER in parameters
+    parameter = parameters.get(ISOLATION_PARAMETER)
     mode = parameter.string_value.strip().lower() if parameter is not None else "thread"
+    if parameter is None and own_environment:
+        mode = "process"
     if mode not in ISOLATION_MODES:
         raise NaiadError(
             f"python model '{context.model_name}': config parameter {ISOLATION_PARAMETER} is '{mode}'; "
             f"use one of {', '.join(ISOLATION_MODES)}",
+            ErrorCode.INVALID_ARG,
+        )
+    if mode == "thread" and own_environment:
+        raise NaiadError(
+            f"python model '{context.model_name}': {environments.ENV_PARAMETER} needs a worker process; "
+            f'remove {ISOLATION_PARAMETER} "thread" (or set it to "process")',
             ErrorCode.INVALID_ARG,
         )
     return mode
@@ -65,10 +77,11 @@ def load_model(context: ModelLoadContext) -> PythonModel:
     for key, reason in _IGNORED_PARAMETERS.items():
         if key in context.config.parameters:
             _log.warning("%s: config parameter %s is ignored by naiad (%s)", where, key, reason)
-    isolation_of(context)  # a wrong value fails the load, not the first instance
+    isolated = isolation_of(context) == "process"  # a wrong value fails the load, not the first instance
+    interpreter = environments.interpreter_for(context)
     if context.auto_complete:
         try:
-            autocomplete.complete_config(context, model_file)
+            autocomplete.complete_config(context, model_file, interpreter, isolated)
         except ModelFileError as error:  # pragma: no cover - checked above, kept for races
             raise NaiadError(f"failed to load {where}: {error}", ErrorCode.NOT_FOUND) from error
-    return PythonModel(context, model_file)
+    return PythonModel(context, model_file, interpreter)

@@ -15,9 +15,7 @@ import itertools
 import logging
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -40,10 +38,10 @@ from naiad_python.isolation.bls_server import BlsRequests
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 from naiad_python.isolation.log_forwarding import log_forwarded
 from naiad_python.isolation.server_calls import ServerCalls
+from naiad_python.isolation.spawn import LOAD_TIMEOUT_S, spawn_worker
 
 _log = logging.getLogger("naiad.python")
 
-LOAD_TIMEOUT_S = 300.0
 FINALIZE_TIMEOUT_S = 30.0
 HANG_GRACE_S = 5.0
 _BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -115,15 +113,8 @@ class IsolatedInstance(ModelInstance):
 
     def _start(self) -> _Worker:
         """Start a worker and load the instance in it; raise the worker's error if loading fails."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        fds = [theirs.fileno(), their_control.fileno()]
-        level = logging.getLogger("naiad").getEffectiveLevel()
-        command = [sys.executable, "-m", "naiad_python.isolation.worker", *map(str, fds), str(level)]
-        process = subprocess.Popen(command, pass_fds=fds, start_new_session=True)
-        theirs.close()
-        their_control.close()
-        worker = _Worker(process, Channel(ours), Channel(control))
+        process, channel, control = spawn_worker(self._model.interpreter)
+        worker = _Worker(process, channel, control)
         context = self._context
         worker.channel.send(
             {
@@ -142,7 +133,7 @@ class IsolatedInstance(ModelInstance):
                 "index": context.index,
             }
         )
-        ours.settimeout(LOAD_TIMEOUT_S)
+        channel.sock.settimeout(LOAD_TIMEOUT_S)
         try:
             reply = self._await_load(worker)
         except (ChannelClosed, TimeoutError):
@@ -153,7 +144,7 @@ class IsolatedInstance(ModelInstance):
                 f"loading the model ({reason}); see the log above for its output",
                 ErrorCode.INTERNAL,
             ) from None
-        ours.settimeout(None)
+        channel.sock.settimeout(None)
         if reply["op"] != "loaded":
             worker.kill()
             raise NaiadError(reply["message"], ErrorCode[reply["code"]])

@@ -1,12 +1,14 @@
 """The worker process of one isolated python-model instance:
 ``python -m naiad_python.isolation.worker WORK_FD CONTROL_FD LOG_LEVEL``.
 
-It loads the model with the same :class:`~naiad_python.instance.PythonModelInstance` as the in-process
-mode. Its main thread runs what arrives on the work socket, in order: the load, each batch (its inputs
-read-only views of the server's arena, which the instance copies before ``execute`` sees them) and
-finalize. A second thread reads the control socket, so releases, cancellations and readiness checks
-are heard while a batch runs. Everything the worker says, responses from any thread at any time
-(decoupled models) included, goes back on the work socket, with tensors in the worker's own arena.
+It runs a model's ``auto_complete_config`` (a throw-away worker), or loads the model with the same
+:class:`~naiad_python.instance.PythonModelInstance` as the in-process mode. Its main thread runs what
+arrives on the work socket, in order: the load, each batch (its inputs read-only views of the server's
+arena, which the instance copies before ``execute`` sees them) and finalize. A second thread reads the
+control socket, so releases, cancellations, readiness checks and the server's replies (to ``pb_utils``
+calls, BLS responses) are heard while a batch runs. Everything the worker says, responses from any
+thread at any time (decoupled models) included, goes back on the work socket, with tensors in the
+worker's own arena.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class Worker:
                 self._execute(message)
             elif op == "load":
                 self._load(message)
+            elif op == "auto_complete":
+                self._auto_complete(message)
             elif op == "finalize":
                 if self.instance is not None:
                     self.instance.finalize()
@@ -100,6 +104,27 @@ class Worker:
             return channel.receive()
         except ChannelClosed:  # the server is gone: so is this instance, even mid-execute
             os._exit(0)
+
+    def _auto_complete(self, message: Message) -> None:
+        from naiad_python.autocomplete import completed_config
+        from naiad_python.loader import ModelFileError
+
+        try:
+            config = completed_config(
+                message["model_name"],
+                message["version"],
+                Path(message["model_dir"]),
+                Path(message["model_file"]),
+                message["config"],
+                None,
+            )
+        except NaiadError as error:
+            self.channel.send({"op": "failed", "message": error.message, "code": error.code.name})
+            return
+        except ModelFileError as error:
+            self.channel.send({"op": "failed", "message": str(error), "code": "NOT_FOUND"})
+            return
+        self.channel.send({"op": "auto_completed", "config": config})
 
     def _load(self, message: Message) -> None:
         from naiad_python.backend_model import PythonModel

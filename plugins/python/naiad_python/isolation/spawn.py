@@ -1,0 +1,97 @@
+"""Starting a worker process, with the server's interpreter or a model's own environment's, and the
+throw-away worker that runs a model's ``auto_complete_config`` when its instances run in workers."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from naiad.backend import ErrorCode, ModelLoadContext, NaiadError
+from naiad_python.isolation import environments
+from naiad_python.isolation.channel import Channel, ChannelClosed, Message
+from naiad_python.isolation.log_forwarding import log_forwarded
+
+LOAD_TIMEOUT_S = 300.0
+
+
+def spawn_worker(interpreter: Path | None) -> tuple[subprocess.Popen[bytes], Channel, Channel]:
+    """A new worker process and the server's ends of its work and control sockets."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    fds = [theirs.fileno(), their_control.fileno()]
+    arguments = [*map(str, fds), str(logging.getLogger("naiad").getEffectiveLevel())]
+    try:
+        if interpreter is None:
+            command = [sys.executable, "-m", "naiad_python.isolation.worker", *arguments]
+            process = subprocess.Popen(command, pass_fds=fds, start_new_session=True)
+        else:  # the model's own environment (EXECUTION_ENV_PATH): its packages first, the server's after
+            command = [str(interpreter), "-c", environments.BOOTSTRAP, *arguments]
+            variables = {**os.environ, environments.SITE_DIRS_VARIABLE: environments.site_dirs()}
+            process = subprocess.Popen(command, pass_fds=fds, start_new_session=True, env=variables)
+    except BaseException:
+        for sock in (ours, control):
+            sock.close()
+        raise
+    finally:
+        theirs.close()
+        their_control.close()
+    return process, Channel(ours), Channel(control)
+
+
+def auto_complete_in_worker(
+    context: ModelLoadContext, model_file: Path, config: dict[str, Any], interpreter: Path | None
+) -> dict[str, Any] | None:
+    """Run the model's ``auto_complete_config`` in a throw-away worker; the completed config (Triton's
+    JSON), or None when the model has no such method."""
+    name = context.model_name
+    process, channel, control = spawn_worker(interpreter)
+    try:
+        channel.send(
+            {
+                "op": "auto_complete",
+                "model_name": name,
+                "version": context.version,
+                "model_dir": str(context.model_dir),
+                "model_file": str(model_file),
+                "config": config,
+            }
+        )
+        channel.sock.settimeout(LOAD_TIMEOUT_S)
+        answer = _answer(channel, control, name, context.version)
+    except (ChannelClosed, TimeoutError):
+        raise NaiadError(
+            f"python model '{name}': the worker process running its auto_complete_config failed "
+            f"(exit status {process.poll()}); see the log above for its output",
+            ErrorCode.INTERNAL,
+        ) from None
+    finally:
+        process.kill()
+        process.wait()
+        channel.close()
+        control.close()
+    if answer["op"] == "failed":
+        raise NaiadError(answer["message"], ErrorCode[answer["code"]])
+    completed: dict[str, Any] | None = answer["config"]
+    return completed
+
+
+def _answer(channel: Channel, control: Channel, name: str, version: int) -> Message:
+    """The worker's answer; what it logs meanwhile is logged, server calls are refused."""
+    while True:
+        message, fds = channel.receive()
+        for fd in fds:
+            os.close(fd)
+        if message["op"] == "log":
+            log_forwarded(message, name, version)
+        elif message["op"] == "call":
+            refusal = ("pb_utils server calls are not available in auto_complete_config", ErrorCode.UNAVAILABLE.name)
+            with contextlib.suppress(ChannelClosed):
+                control.send({"op": "reply", "call": message["call"], "error": refusal})
+        else:
+            return message
