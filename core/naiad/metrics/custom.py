@@ -157,12 +157,20 @@ class CustomMetrics:
         self._families: dict[str, MetricFamily] = {}
         self._lock = threading.Lock()
 
-    def family(self, name: str, description: str, kind: MetricKind | str) -> MetricFamily:
-        """A new family, or the existing one of that name if it has the same kind."""
+    def family(
+        self, name: str, description: str, kind: MetricKind | str, *, backend: str | None = None
+    ) -> MetricFamily:
+        """A new family, or the existing one of that name if it has the same kind.
+
+        ``backend``: a backend's own family, named ``naiad_<backend>_...`` (the server's prefix, in the
+        backend's namespace), e.g. the python backend's count of worker restarts.
+        """
         kind = kind if isinstance(kind, MetricKind) else MetricKind(str(kind).lower())
         if not _NAME.fullmatch(name):
             raise invalid_arg(f"metric family name '{name}' is invalid; names match [a-zA-Z_:][a-zA-Z0-9_:]*")
-        if name.startswith(_RESERVED_PREFIXES):
+        if backend is not None and not name.startswith(f"naiad_{backend}_"):
+            raise invalid_arg(f"metric family name '{name}' of backend '{backend}' must start with 'naiad_{backend}_'")
+        if backend is None and name.startswith(_RESERVED_PREFIXES):
             raise invalid_arg(
                 f"metric family name '{name}' starts with a prefix reserved for the server's own families "
                 f"({', '.join(_RESERVED_PREFIXES)}); choose another name"

@@ -298,6 +298,7 @@ def test_decoupled_responses_stream_from_the_worker(server: ServerProcess) -> No
 def test_a_dying_worker_fails_its_request_and_comes_back(server: ServerProcess, action: int, reason: str) -> None:
     client = httpclient.InferenceServerClient(server.http_url)
     before = int(_faulty(client, 0).as_numpy("PID")[0])
+    restarts = _restarts(server)
     with pytest.raises(InferenceServerException) as caught:
         _faulty(client, action)
     assert caught.value.status() == "500"
@@ -314,7 +315,16 @@ def test_a_dying_worker_fails_its_request_and_comes_back(server: ServerProcess, 
     after = int(_faulty(client, 0).as_numpy("PID")[0])
     assert after != before
     assert "python model 'faulty' instance 'faulty_0' restarted its process" in server.logs()
+    assert _restarts(server) == restarts + 1
     client.close()
+
+
+def _restarts(server: ServerProcess) -> float:
+    """``naiad_python_worker_restarts`` of the faulty model's instance, from the metrics endpoint."""
+    series = 'naiad_python_worker_restarts{instance="faulty_0",model="faulty",version="1"} '
+    text = httpx.get(f"http://127.0.0.1:{server.metrics_port}/metrics").text
+    assert "# TYPE naiad_python_worker_restarts counter" in text
+    return next((float(line.removeprefix(series)) for line in text.splitlines() if line.startswith(series)), 0.0)
 
 
 def test_an_execute_past_the_request_timeout_is_not_waited_for(server: ServerProcess) -> None:

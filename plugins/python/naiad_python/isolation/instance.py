@@ -27,6 +27,8 @@ from naiad.backend import (
     InferenceRequest,
     InferenceResponse,
     InstanceContext,
+    Metric,
+    MetricFamily,
     ModelInstance,
     NaiadError,
 )
@@ -44,6 +46,7 @@ _log = logging.getLogger("naiad.python")
 
 FINALIZE_TIMEOUT_S = 30.0
 HANG_GRACE_S = 5.0
+RESTARTS_FAMILY = "naiad_python_worker_restarts"
 _BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _STABLE_S = 30.0  # a worker that lived this long resets the backoff
 
@@ -103,6 +106,7 @@ class IsolatedInstance(ModelInstance):
         self._failures = 0
         self.restarts = 0
         self._calls = ServerCalls(context.model_name, context.name, context.server)
+        self._restart_series = _restart_series(context)
         try:
             self._worker = self._start()
         except BaseException:
@@ -302,6 +306,8 @@ class IsolatedInstance(ModelInstance):
                     return
                 self._worker = worker
                 self.restarts += 1
+            if self._restart_series is not None:
+                self._restart_series[1].increment()
             _log.warning("python model '%s' instance '%s' restarted its process", self.model_name, self.name)
             return
 
@@ -404,6 +410,7 @@ class IsolatedInstance(ModelInstance):
             worker = self._worker
         if worker is None:
             self._calls.close()
+            self._forget_restart_count()
             return
         try:
             worker.channel.send({"op": "finalize"})
@@ -419,12 +426,32 @@ class IsolatedInstance(ModelInstance):
             )
         worker.kill()
         self._calls.close()
+        self._forget_restart_count()
+
+    def _forget_restart_count(self) -> None:
+        if self._restart_series is not None:
+            family, series = self._restart_series
+            family.remove(series)
 
     @property
     def pid(self) -> int | None:
         """The worker's process id (None while it restarts)."""
         worker = self._worker
         return None if worker is None else worker.process.pid
+
+
+def _restart_series(context: InstanceContext) -> tuple[MetricFamily, Metric] | None:
+    """The instance's series of ``naiad_python_worker_restarts``, and its family (none without a server)."""
+    if context.server is None:
+        return None
+    family = context.server.metrics.family(
+        RESTARTS_FAMILY,
+        "Worker processes of python model instances started again after one died",
+        "counter",
+        backend="python",
+    )
+    labels = {"model": context.model_name, "version": str(context.version), "instance": context.name}
+    return family, family.metric(labels)
 
 
 def _execute_timeout(requests: Sequence[InferenceRequest]) -> float | None:
