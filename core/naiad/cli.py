@@ -18,7 +18,7 @@ from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT
 from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, MAX_GRPC_MESSAGE_SIZE, GrpcLimits, HttpLimits
 from naiad.logs import LOG_FORMATS, canonical_format, configure_logging
 from naiad.memory import return_large_blocks_to_os
-from naiad.metrics import MetricsOptions, apply_metrics_config
+from naiad.metrics.config import MetricsOptions, apply_metrics_config
 from naiad.plugins import DEFAULT_MAX_BATCH_SIZE_KEY
 from naiad.restrictions import GRPC_KEY_PREFIX, parse_restrictions
 from naiad.scheduling.rate_limiter import parse_resource

@@ -24,9 +24,11 @@ from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT, ModelL
 from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, GrpcLimits, HttpLimits
 from naiad.loading import LoadOptions
 from naiad.logs import LogControl, Trusted
-from naiad.metrics import MetricsOptions, ModelCollector, SystemMetrics
+from naiad.metrics.config import MetricsOptions
 from naiad.metrics.custom import CustomMetrics
+from naiad.metrics.models import ModelCollector
 from naiad.metrics.serving import MetricsFrontend
+from naiad.metrics.system import SystemMetrics
 from naiad.plugins import BackendRegistry, BackendSettings
 from naiad.polling import RepositoryPoller
 from naiad.restrictions import ApiGroup, Restrictions

@@ -196,7 +196,7 @@ def test_statistics_can_be_turned_off(
 def test_the_registry_belongs_to_the_server(tmp_path: Path) -> None:
     import prometheus_client
 
-    from naiad.metrics import render
+    from naiad.metrics.exposition import render
     from naiad.server import Server, ServerOptions
 
     first = Server(ServerOptions(model_repositories=(tmp_path,)))

@@ -14,10 +14,11 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from naiad.lifecycle import ServingVersions
-from naiad.metrics import MetricsOptions, ModelCollector, SystemMetrics, apply_metrics_config, render
-from naiad.metrics.exposition import format_labels, format_value
+from naiad.metrics.config import MetricsOptions, apply_metrics_config
+from naiad.metrics.exposition import format_labels, format_value, render
+from naiad.metrics.models import ModelCollector
 from naiad.metrics.nvml import Nvml
-from naiad.metrics.system import read_cpu_times, read_memory
+from naiad.metrics.system import SystemMetrics, read_cpu_times, read_memory
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.statistics import ModelStatistics
 

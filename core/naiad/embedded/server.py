@@ -28,7 +28,7 @@ from naiad.inference import InferenceRequest, ParameterValue, RequestedOutput, R
 from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT
 from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL
 from naiad.logs import LogControl, configure_logging
-from naiad.metrics import MetricsOptions
+from naiad.metrics.config import MetricsOptions
 from naiad.overrides import FILE_PREFIX
 from naiad.scheduling.rate_limiter import parse_resource
 from naiad.server import Server as ServerCore

@@ -4,11 +4,8 @@
 * :mod:`naiad.metrics.system`: CPU, RAM and GPU gauges, polled every ``--metrics-interval-ms``.
 * :mod:`naiad.metrics.exposition`: the text format, written as Triton writes it.
 * :mod:`naiad.metrics.serving`: the ``/metrics`` listener.
+* :mod:`naiad.metrics.custom`: families backends and models register.
+
+The package itself imports nothing, so a backend (or a python-model worker) that only needs
+:mod:`naiad.metrics.custom` does not load the server's side.
 """
-
-from naiad.metrics.config import MetricsOptions, apply_metrics_config
-from naiad.metrics.exposition import render
-from naiad.metrics.models import ModelCollector
-from naiad.metrics.system import SystemMetrics
-
-__all__ = ["MetricsOptions", "ModelCollector", "SystemMetrics", "apply_metrics_config", "render"]
