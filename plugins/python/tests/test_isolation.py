@@ -319,6 +319,22 @@ def test_a_dying_worker_fails_its_request_and_comes_back(server: ServerProcess, 
     client.close()
 
 
+def test_a_large_request_crosses_in_memory_of_its_own_that_nothing_keeps(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+    np.testing.assert_array_equal(_faulty(client, 0).as_numpy("OUTPUT0"), [2, 4, 6])  # the arenas are in use
+    data = np.arange(6_000_000, dtype=np.float32)  # 24 MB each way: more than an arena keeps
+    tensors = [httpclient.InferInput("INPUT0", [data.size], "FP32"), httpclient.InferInput("ACTION", [1], "INT32")]
+    tensors[0].set_data_from_numpy(data, binary_data=True)
+    tensors[1].set_data_from_numpy(np.array([0], np.int32))
+    np.testing.assert_array_equal(client.infer("faulty", tensors).as_numpy("OUTPUT0"), data * 2)
+    client.close()
+    maps = Path(f"/proc/{server.process.pid}/maps").read_text()
+    assert "naiad-python-message" not in maps  # neither the request's memory nor the response's stays mapped
+    arenas = [line.split()[0].split("-") for line in maps.splitlines() if "naiad-python-arena" in line]
+    assert arenas  # the arenas of ordinary messages stay, and stay small
+    assert max(int(end, 16) - int(start, 16) for start, end in arenas) <= 16 << 20
+
+
 def _restarts(server: ServerProcess) -> float:
     """``naiad_python_worker_restarts`` of the faulty model's instance, from the metrics endpoint."""
     series = 'naiad_python_worker_restarts{instance="faulty_0",model="faulty",version="1"} '

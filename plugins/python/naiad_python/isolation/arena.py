@@ -4,7 +4,10 @@ An arena is a ``memfd`` (no name in ``/dev/shm``, owner-only by construction) ma
 processes; its descriptor crosses the socket once, with the first message that uses it. The writer
 of each direction owns the arena it writes: it allocates from the start, and starts over once the
 reader has released everything it sent (every message is released right after it is read). A
-message too large for the arena comes with a new, larger one.
+message too large for the arena comes with a new, larger one, up to :data:`ONESHOT_ABOVE`; a larger
+message gets a memfd of its own (a negative arena id) that neither side keeps: the writer unmaps it at
+once, the reader's mapping goes with the last tensor viewing it, so a 1 GiB request leaves nothing
+resident behind it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy.typing as npt
 from naiad.backend import NaiadError, Tensor, datatypes
 
 MIN_ARENA = 1 << 20
+ONESHOT_ABOVE = 16 << 20
 _ALIGN = 64
 _ids = itertools.count(1)
 
@@ -60,6 +64,8 @@ class WriteArena:
         messages and there is no room; ``before_waiting`` runs first (to send messages held back)."""
         arrays = [_wire(tensor) for tensor in tensors]
         needed = sum(_aligned(array.nbytes) for array in arrays)
+        if needed > ONESHOT_ABOVE:
+            return self._oneshot(tensors, arrays, needed)
         fd = None
         with self._condition:
             if self._map is None or self._head + needed > self._size:
@@ -77,16 +83,27 @@ class WriteArena:
                     fd = self._replace(max(MIN_ARENA, 1 << (needed - 1).bit_length()))
                 else:
                     self._head = 0
-            specs: list[TensorSpec] = []
             assert self._map is not None
-            for tensor, array in zip(tensors, arrays, strict=True):
-                offset = self._head
-                if array.nbytes:
-                    self._map[offset : offset + array.nbytes] = array.reshape(-1).view(np.uint8).data
-                specs.append((tensor.name, tensor.datatype, tuple(int(d) for d in tensor.shape), offset, array.nbytes))
-                self._head += _aligned(array.nbytes)
+            specs = _copy_in(self._map, tensors, arrays, self._head)
+            self._head += needed
             self._unreleased += 1
             return self._id, specs, fd
+
+    def _oneshot(
+        self, tensors: Sequence[Tensor], arrays: Sequence[npt.NDArray[Any]], size: int
+    ) -> tuple[int, list[TensorSpec], int]:
+        """A memfd for this message alone, written and unmapped here; it still counts as unreleased."""
+        fd = os.memfd_create("naiad-python-message", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            with mmap.mmap(fd, size) as mapped:
+                specs = _copy_in(mapped, tensors, arrays, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        with self._condition:
+            self._unreleased += 1
+        return -next(_ids), specs, fd
 
     def released(self, count: int = 1) -> None:
         """The reader is done with ``count`` more messages."""
@@ -110,12 +127,27 @@ class WriteArena:
                 self._map = None
 
 
+def _copy_in(
+    target: mmap.mmap, tensors: Sequence[Tensor], arrays: Sequence[npt.NDArray[Any]], start: int
+) -> list[TensorSpec]:
+    """Copy ``arrays`` into ``target`` from ``start`` on, each aligned; their specs."""
+    specs: list[TensorSpec] = []
+    offset = start
+    for tensor, array in zip(tensors, arrays, strict=True):
+        if array.nbytes:
+            target[offset : offset + array.nbytes] = array.reshape(-1).view(np.uint8).data
+        specs.append((tensor.name, tensor.datatype, tuple(int(d) for d in tensor.shape), offset, array.nbytes))
+        offset += _aligned(array.nbytes)
+    return specs
+
+
 class ReadArena:
-    """The reading side: the writer's current arena, mapped read-only."""
+    """The reading side: the writer's current arena, mapped read-only, and messages of their own."""
 
     def __init__(self) -> None:
         self._id = 0
         self._view: memoryview | None = None
+        self._oneshots: dict[int, memoryview] = {}  # mapped, not yet read
 
     @property
     def arena_id(self) -> int:
@@ -123,21 +155,26 @@ class ReadArena:
         return self._id
 
     def adopt(self, arena_id: int, fd: int) -> None:
-        """Map the writer's new arena (its descriptor is closed here)."""
+        """Map the writer's new arena, or a message's own (a negative id); the descriptor is closed here."""
         try:
             size = os.fstat(fd).st_size
-            self._view = memoryview(mmap.mmap(fd, size, prot=mmap.PROT_READ))
-            self._id = arena_id
+            view = memoryview(mmap.mmap(fd, size, prot=mmap.PROT_READ))
         finally:
             os.close(fd)
+        if arena_id < 0:
+            self._oneshots[arena_id] = view
+        else:
+            self._view, self._id = view, arena_id
 
     def tensors(self, arena_id: int, specs: Sequence[TensorSpec], *, copy: bool) -> list[Tensor]:
-        """The tensors ``specs`` describe: copies, or read-only views valid until the message is released."""
-        if arena_id != self._id or self._view is None:
+        """The tensors ``specs`` describe: copies, or read-only views valid until the message is released
+        (a message of its own stays mapped while a view of it lives)."""
+        view = self._oneshots.pop(arena_id, None) if arena_id < 0 else self._view
+        if view is None or (arena_id >= 0 and arena_id != self._id):
             raise NaiadError(f"tensor data arrived in arena {arena_id}, but arena {self._id} is mapped")
         result = []
         for name, datatype_name, shape, offset, size in specs:
-            chunk = self._view[offset : offset + size]
+            chunk = view[offset : offset + size]
             datatype = datatypes.BY_WIRE[datatype_name]
             if datatype_name == "BYTES":
                 count = int(np.prod(shape)) if shape else 1
