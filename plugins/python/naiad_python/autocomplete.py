@@ -22,36 +22,41 @@ from naiad_python.user_errors import USER_ERRORS, describe
 
 if TYPE_CHECKING:
     from naiad.backend import ServerHandle
+    from naiad_python.isolation.spawn import Spawned
 
 _log = logging.getLogger("naiad.python")
 
 
-def complete_config(context: ModelLoadContext, model_file: Path, interpreter: Path | None, isolated: bool) -> None:
+def complete_config(
+    context: ModelLoadContext, model_file: Path, interpreter: Path | None, isolated: bool
+) -> Spawned | None:
     """Run the model's ``auto_complete_config`` (if it has one) and store the result in ``context.config``:
-    in a worker process with ``interpreter`` when the model's instances run in workers, in this one
-    otherwise."""
+    in a worker process with ``interpreter`` when the model's instances run in workers (that worker is
+    returned, for the first instance), in this one otherwise."""
     from naiad.backend import config_from_json, config_to_json_dict
 
     name = context.model_name
     config_dict = config_to_json_dict(context.config)
     for key, default in (("name", name), ("max_batch_size", 0), ("input", []), ("output", [])):
         config_dict.setdefault(key, default)
+    spare: Spawned | None = None
     if isolated:
-        from naiad_python.isolation.spawn import auto_complete_in_worker
+        from naiad_python.isolation.spawn import auto_complete_in_worker, retire
 
-        result = auto_complete_in_worker(context, model_file, config_dict, interpreter)
+        result, spare = auto_complete_in_worker(context, model_file, config_dict, interpreter)
     else:
         result = completed_config(name, context.version, context.model_dir, model_file, config_dict, context.server)
-    if result is None:
-        return
-    try:
-        completed = config_from_json(result)
-    except Exception as error:
-        raise NaiadError(
-            f"auto_complete_config function in model '{name}' returned an invalid config: {error}",
-            ErrorCode.INVALID_ARG,
-        ) from error
-    context.config.CopyFrom(completed)
+    if result is not None:
+        try:
+            context.config.CopyFrom(config_from_json(result))
+        except Exception as error:
+            if spare is not None:
+                retire(spare)
+            raise NaiadError(
+                f"auto_complete_config function in model '{name}' returned an invalid config: {error}",
+                ErrorCode.INVALID_ARG,
+            ) from error
+    return spare
 
 
 def completed_config(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from naiad.backend import BackendModel, ErrorCode, InstanceContext, ModelLoadContext, NaiadError
 from naiad_python import autocomplete
@@ -13,6 +15,9 @@ from naiad_python.loader import ModelFileError
 DEFAULT_MODEL_FILENAME = "model.py"
 ISOLATION_PARAMETER = "INSTANCE_ISOLATION"
 ISOLATION_MODES = ("thread", "process")
+
+if TYPE_CHECKING:
+    from naiad_python.isolation.spawn import Spawned
 
 _log = logging.getLogger("naiad.python")
 
@@ -25,12 +30,30 @@ _IGNORED_PARAMETERS = {
 class PythonModel(BackendModel):
     """A loaded python model version; each instance imports its own copy of the model file."""
 
-    def __init__(self, context: ModelLoadContext, model_file: Path, interpreter: Path | None = None) -> None:
+    def __init__(
+        self, context: ModelLoadContext, model_file: Path, interpreter: Path | None = None, spare: Spawned | None = None
+    ) -> None:
         self.name = context.model_name
         self.version = context.version
         self.model_dir = context.model_dir
         self.model_file = model_file
         self.interpreter = interpreter  # EXECUTION_ENV_PATH's, for the workers; None: the server's
+        self._spare = spare  # the worker that ran auto_complete_config, for the first instance
+        self._lock = threading.Lock()
+
+    def take_spare(self) -> Spawned | None:
+        """The worker left from auto-complete, once (None after, or without one)."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        return spare
+
+    def finalize(self) -> None:
+        """Stop the worker left from auto-complete if no instance took it."""
+        spare = self.take_spare()
+        if spare is not None:
+            from naiad_python.isolation.spawn import retire
+
+            retire(spare)
 
 
 def isolation_of(context: ModelLoadContext | InstanceContext) -> str:
@@ -79,9 +102,10 @@ def load_model(context: ModelLoadContext) -> PythonModel:
             _log.warning("%s: config parameter %s is ignored by naiad (%s)", where, key, reason)
     isolated = isolation_of(context) == "process"  # a wrong value fails the load, not the first instance
     interpreter = environments.interpreter_for(context)
+    spare = None
     if context.auto_complete:
         try:
-            autocomplete.complete_config(context, model_file, interpreter, isolated)
+            spare = autocomplete.complete_config(context, model_file, interpreter, isolated)
         except ModelFileError as error:  # pragma: no cover - checked above, kept for races
             raise NaiadError(f"failed to load {where}: {error}", ErrorCode.NOT_FOUND) from error
-    return PythonModel(context, model_file, interpreter)
+    return PythonModel(context, model_file, interpreter, spare)

@@ -176,6 +176,25 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pid]) for _ in requests]
 """
 
+COMPLETES_ITSELF = """
+import os
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        with open(os.path.join(os.path.dirname(__file__), "auto_complete_pid"), "w") as file:
+            file.write(str(os.getpid()))
+        return config
+
+    def execute(self, requests):
+        pid = pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))
+        return [pb_utils.InferenceResponse([pid]) for _ in requests]
+"""
+
 BROKEN_INIT = """
 class TritonPythonModel:
     def initialize(self, args):
@@ -198,7 +217,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("isolation") / "models")
     repository.add_python_model("faulty", FAULTY, FAULTY_CONFIG)
     repository.add_python_model("add_sub_process", ADD_SUB, ADD_SUB_CONFIG + PROCESS)
@@ -207,8 +226,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repository.add_python_model("broken", BROKEN_INIT, IDENTITY_CONFIG + PROCESS)
     repository.add_python_model("until_cancelled", UNTIL_CANCELLED, UNTIL_CANCELLED_CONFIG)
     repository.add_python_model("logger", LOGGER, PID_CONFIG + PROCESS)
+    repository.add_python_model("completes_itself", COMPLETES_ITSELF, PID_CONFIG + PROCESS)
     repository.add_python_model("wrong_mode", BROKEN_INIT, IDENTITY_CONFIG + PROCESS.replace('"process"', '"fork"'))
-    running = start_server([repository.root])
+    return repository.root
+
+
+@pytest.fixture(scope="module")
+def server(repository: Path) -> Iterator[ServerProcess]:
+    running = start_server([repository])
     yield running
     running.stop()
 
@@ -419,6 +444,18 @@ def test_what_a_worker_logs_lands_in_the_server_log_naming_the_model(server: Ser
     assert " E naiad.python.model] checking the weights failed [model 'logger' version 1]" in lines[failed]
     assert lines[failed + 1] == "Traceback (most recent call last):"
     assert "ValueError: the weights are odd" in lines[failed + 2 : failed + 8]
+
+
+def test_auto_complete_runs_in_a_worker_that_then_serves_the_first_instance(
+    server: ServerProcess, repository: Path
+) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+    tensor.set_data_from_numpy(np.ones(1, np.float32))
+    pid = int(client.infer("completes_itself", [tensor]).as_numpy("PID")[0])
+    client.close()
+    assert pid != server.process.pid  # the model's code never runs in the server
+    assert int((repository / "completes_itself" / "1" / "auto_complete_pid").read_text()) == pid
 
 
 def test_a_model_that_fails_to_initialize_reports_why(server: ServerProcess) -> None:

@@ -117,7 +117,7 @@ class IsolatedInstance(ModelInstance):
 
     def _start(self) -> _Worker:
         """Start a worker and load the instance in it; raise the worker's error if loading fails."""
-        process, channel, control = spawn_worker(self._model.interpreter)
+        process, channel, control = self._model.take_spare() or spawn_worker(self._model.interpreter)
         worker = _Worker(process, channel, control)
         context = self._context
         worker.channel.send(
