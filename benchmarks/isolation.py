@@ -23,6 +23,7 @@ from naiad.testing import ModelRepositoryBuilder, free_ports, start_server
 
 CONCURRENCIES = (1, 32)
 PROCESS = '\nparameters { key: "INSTANCE_ISOLATION" value: { string_value: "process" } }\n'
+THREAD = PROCESS.replace('"process"', '"thread"')
 
 
 def main() -> int:
@@ -31,7 +32,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         threads, processes = Path(folder) / "threads", Path(folder) / "processes"
-        ModelRepositoryBuilder(threads).add_python_model("add_sub", ADD_SUB, CONFIG)
+        ModelRepositoryBuilder(threads).add_python_model("add_sub", ADD_SUB, CONFIG + THREAD)
         ModelRepositoryBuilder(processes).add_python_model("add_sub", ADD_SUB, CONFIG + PROCESS)
         servers: dict[str, str] = {}
         for name, repository in (("naiad thread", threads), ("naiad process", processes)):

@@ -57,14 +57,12 @@ class PythonModel(BackendModel):
 
 
 def isolation_of(context: ModelLoadContext | InstanceContext) -> str:
-    """Where instances run: ``"thread"`` (in the server process, the default) or ``"process"`` (the
-    default for a model with its own environment, which only a worker process can run)."""
+    """Where instances run: ``"process"`` (each in a worker process, the default, as in Triton) or
+    ``"thread"`` (in the server process)."""
     parameters = context.config.parameters
     own_environment = environments.ENV_PARAMETER in parameters
     parameter = parameters.get(ISOLATION_PARAMETER)
-    mode = parameter.string_value.strip().lower() if parameter is not None else "thread"
-    if parameter is None and own_environment:
-        mode = "process"
+    mode = parameter.string_value.strip().lower() if parameter is not None else "process"
     if mode not in ISOLATION_MODES:
         raise NaiadError(
             f"python model '{context.model_name}': config parameter {ISOLATION_PARAMETER} is '{mode}'; "

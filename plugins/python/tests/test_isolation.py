@@ -221,7 +221,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("isolation") / "models")
     repository.add_python_model("faulty", FAULTY, FAULTY_CONFIG)
     repository.add_python_model("add_sub_process", ADD_SUB, ADD_SUB_CONFIG + PROCESS)
-    repository.add_python_model("add_sub_thread", ADD_SUB, ADD_SUB_CONFIG)
+    repository.add_python_model("add_sub_thread", ADD_SUB, ADD_SUB_CONFIG + PROCESS.replace('"process"', '"thread"'))
     repository.add_python_model("repeat", REPEAT, REPEAT_CONFIG)
     repository.add_python_model("broken", BROKEN_INIT, IDENTITY_CONFIG + PROCESS)
     repository.add_python_model("until_cancelled", UNTIL_CANCELLED, UNTIL_CANCELLED_CONFIG)

@@ -1,4 +1,4 @@
-"""Python model instances in their own worker processes (``INSTANCE_ISOLATION: "process"``).
+"""Python model instances in their own worker processes (the default; ``INSTANCE_ISOLATION: "thread"`` opts out).
 
 The server side (:mod:`~naiad_python.isolation.instance`) is an ordinary model instance that forwards
 each batch to a worker process (:mod:`~naiad_python.isolation.worker`), which runs the same

@@ -158,18 +158,19 @@ class ReadArena:
         """Map the writer's new arena, or a message's own (a negative id); the descriptor is closed here."""
         try:
             size = os.fstat(fd).st_size
-            view = memoryview(mmap.mmap(fd, size, prot=mmap.PROT_READ))
+            if arena_id < 0:  # private and writable: its tensors are handed on as they are, never copied
+                private = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                self._oneshots[arena_id] = memoryview(private)
+            else:
+                self._view, self._id = memoryview(mmap.mmap(fd, size, prot=mmap.PROT_READ)), arena_id
         finally:
             os.close(fd)
-        if arena_id < 0:
-            self._oneshots[arena_id] = view
-        else:
-            self._view, self._id = view, arena_id
 
     def tensors(self, arena_id: int, specs: Sequence[TensorSpec], *, copy: bool) -> list[Tensor]:
-        """The tensors ``specs`` describe: copies, or read-only views valid until the message is released
-        (a message of its own stays mapped while a view of it lives)."""
+        """The tensors ``specs`` describe: copies, or read-only views valid until the message is released.
+        A message of its own is never copied: its views stay valid (and mapped) while they live."""
         view = self._oneshots.pop(arena_id, None) if arena_id < 0 else self._view
+        copy = copy and arena_id >= 0
         if view is None or (arena_id >= 0 and arena_id != self._id):
             raise NaiadError(f"tensor data arrived in arena {arena_id}, but arena {self._id} is mapped")
         result = []

@@ -1,8 +1,10 @@
 """The server side of an isolated python-model instance: a model instance whose work runs in a worker.
 
 ``execute`` writes the batch's inputs into its arena, sends the batch and waits until the worker's
-``execute`` returned; responses arrive on the reader thread, whenever the model sends them, and go to
-the requests' senders. A worker that dies (SIGKILL, a segfault, ``os._exit``) fails its requests in
+``execute`` returned; the responses that ``execute`` returned (or sent on its thread) come with that
+news and go out from the batch's own thread, as in the server process, so a client that has its
+response finds the request in the statistics. Responses sent at other times (decoupled models) go out
+from the reader thread, as they come. A worker that dies (SIGKILL, a segfault, ``os._exit``) fails its requests in
 flight with an error naming the model and the instance; the instance reports not ready and starts a
 new worker, waiting longer each time one dies soon after starting.
 """
@@ -88,6 +90,17 @@ class _Worker:
         self.bls.close()
 
 
+class _Batch:
+    """A batch running in the worker: its requests, and the worker's ``executed`` message once it came."""
+
+    __slots__ = ("done", "executed", "requests")
+
+    def __init__(self, requests: Sequence[InferenceRequest]) -> None:
+        self.requests = requests
+        self.done = threading.Event()
+        self.executed: Message | None = None
+
+
 class IsolatedInstance(ModelInstance):
     """A python-model instance served by a worker process (restarted when it dies)."""
 
@@ -99,7 +112,7 @@ class IsolatedInstance(ModelInstance):
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
         self._pending: dict[int, InferenceRequest] = {}
-        self._batches: dict[int, tuple[threading.Event, Sequence[InferenceRequest]]] = {}
+        self._batches: dict[int, _Batch] = {}
         self._ready: dict[int, Future[bool]] = {}
         self._keys = itertools.count(1)
         self._closing = False
@@ -180,22 +193,18 @@ class IsolatedInstance(ModelInstance):
     def _dispatch(self, worker: _Worker, message: Message, fds: list[int]) -> None:
         op = message["op"]
         if op == "response":
-            self._respond(worker, message, fds)
+            self._adopt(worker, message, fds)
+            self._respond(worker, message)
             if "arena" in message:
                 worker.control.send({"op": "released", "count": 1})
         elif op == "executed":
-            held = message["responses"]
-            for reply in held:
-                self._respond(worker, reply, fds)
-            released = sum(1 for reply in held if "arena" in reply)
-            if released:
-                worker.control.send({"op": "released", "count": released})
+            for reply in message["responses"]:  # arenas in the order they came, on this thread
+                self._adopt(worker, reply, fds)
             worker.inputs.released()
             with self._lock:
-                done, requests = self._batches.pop(message["batch"])
-            for request, (start, end) in zip(requests, message["compute"], strict=True):
-                request.report_compute(start, end)
-            done.set()
+                batch = self._batches.pop(message["batch"])
+            batch.executed = message  # the responses go out from the batch's own thread, as in-process
+            batch.done.set()
         elif op == "call" and message["name"] == "submit":
             self._submit_bls(worker, message, fds)
         elif op == "call":
@@ -226,12 +235,16 @@ class IsolatedInstance(ModelInstance):
             message, worker.control.send, lambda: worker.bls.submit(self._calls.server, request, inputs, parent)
         )
 
-    def _respond(self, worker: _Worker, message: Message, fds: list[int]) -> None:
-        """Deliver one response of the worker's to its request (``fds``: new arenas, in order)."""
+    @staticmethod
+    def _adopt(worker: _Worker, message: Message, fds: list[int]) -> None:
+        """Map the arena a response's tensors are in, if it is new (``fds``: the new arenas, in order)."""
+        if "arena" in message and message["arena"] != worker.outputs.arena_id:
+            worker.outputs.adopt(message["arena"], fds.pop(0))
+
+    def _respond(self, worker: _Worker, message: Message) -> None:
+        """Deliver one response of the worker's to its request (its arena mapped)."""
         outputs = []
         if "arena" in message:
-            if message["arena"] != worker.outputs.arena_id:
-                worker.outputs.adopt(message["arena"], fds.pop(0))
             outputs = worker.outputs.tensors(message["arena"], message["outputs"], copy=True)
         error = None
         if "error" in message:
@@ -265,8 +278,8 @@ class IsolatedInstance(ModelInstance):
             reason,
         )
         self._fail(pending.values(), self._died(reason))
-        for done, _ in batches.values():
-            done.set()
+        for batch in batches.values():
+            batch.done.set()
         for future in list(self._ready.values()):
             future.set_result(False)
         self._ready.clear()
@@ -350,20 +363,19 @@ class IsolatedInstance(ModelInstance):
                 }
             )
             cursor += count
-        batch = keys[0]
-        done = threading.Event()
+        batch = _Batch(requests)
         with self._lock:
             lost = self._worker is not worker  # it died while the inputs were written
             if not lost:
                 for key, request in zip(keys, requests, strict=True):
                     self._pending[key] = request
-                self._batches[batch] = (done, requests)
+                self._batches[keys[0]] = batch
         if lost:
             self._fail(requests, self._died("it died before the request reached it"))
             return
         for key, request in zip(keys, requests, strict=True):
             request.cancellation.add_callback(partial(self._cancel, worker, key))
-        message = {"op": "execute", "batch": batch, "arena": arena, "requests": entries}
+        message = {"op": "execute", "batch": keys[0], "arena": arena, "requests": entries}
         try:
             worker.channel.send(message, None if fd is None else [fd])
         except ChannelClosed:
@@ -372,12 +384,26 @@ class IsolatedInstance(ModelInstance):
             if fd is not None:
                 os.close(fd)
         timeout = _execute_timeout(requests)
-        if not done.wait(None if timeout is None else timeout + HANG_GRACE_S) and timeout is not None:
+        if not batch.done.wait(None if timeout is None else timeout + HANG_GRACE_S) and timeout is not None:
             worker.killed_because = (
                 f"it was killed: execute ran {HANG_GRACE_S:.0f} s past the requests' timeout of {timeout * 1000:.0f} ms"
             )
             worker.process.kill()
-            done.wait()
+            batch.done.wait()
+        if batch.executed is not None:
+            self._finish(worker, batch.executed, requests)
+
+    def _finish(self, worker: _Worker, executed: Message, requests: Sequence[InferenceRequest]) -> None:
+        """Send the responses the batch's ``execute`` returned, release their arena space, report compute."""
+        for request, (start, end) in zip(requests, executed["compute"], strict=True):
+            request.report_compute(start, end)
+        held = executed["responses"]
+        for reply in held:
+            self._respond(worker, reply)
+        released = sum(1 for reply in held if "arena" in reply)
+        if released:
+            with contextlib.suppress(ChannelClosed):
+                worker.control.send({"op": "released", "count": released})
 
     def _cancel(self, worker: _Worker, key: int) -> None:
         with contextlib.suppress(ChannelClosed):
