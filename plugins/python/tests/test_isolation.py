@@ -20,7 +20,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, serve_in_thread, start_server
+from naiad_python.isolation import instance as isolated_instance
 
 PROCESS = 'parameters { key: "INSTANCE_ISOLATION" value: { string_value: "process" } }'
 
@@ -482,3 +483,53 @@ def test_killing_the_server_leaves_no_worker_and_nothing_in_dev_shm(tmp_path: Pa
         time.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
     assert set(os.listdir("/dev/shm")) - before == set()
+
+
+FAILING_FINALIZE = """
+import os
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.how = args["model_name"]
+
+    def execute(self, requests):
+        pid = pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))
+        return [pb_utils.InferenceResponse([pid]) for _ in requests]
+
+    def finalize(self):
+        if self.how == "finalize_raises":
+            raise RuntimeError("the cache could not be flushed")
+        time.sleep(60)
+"""
+
+
+def test_a_failing_or_hanging_finalize_never_holds_up_an_unload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(isolated_instance, "FINALIZE_TIMEOUT_S", 1.0)
+    repository = ModelRepositoryBuilder(tmp_path / "models")
+    for name in ("finalize_raises", "finalize_hangs"):
+        repository.add_python_model(name, FAILING_FINALIZE, PID_CONFIG + PROCESS)
+    with serve_in_thread([repository.root], model_control_mode="explicit", load_models=("*",)) as running:
+        client = httpclient.InferenceServerClient(running.http_url)
+        tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+        tensor.set_data_from_numpy(np.ones(1, np.float32))
+        for name in ("finalize_raises", "finalize_hangs"):
+            pid = int(client.infer(name, [tensor]).as_numpy("PID")[0])
+            started = time.monotonic()
+            client.unload_model(name)
+            assert time.monotonic() - started < 10  # not the 60 s finalize sleeps
+            assert not client.is_model_ready(name)
+            with pytest.raises(ProcessLookupError):  # the worker is gone either way
+                os.kill(pid, 0)
+        client.close()
+    assert "finalize() of model 'finalize_raises' raised RuntimeError: the cache could not be flushed" in caplog.text
+    assert (
+        "python model 'finalize_hangs' instance 'finalize_hangs_0': finalize() took longer than 1 s; its process "
+        "is killed" in caplog.text
+    )
