@@ -7,7 +7,6 @@ that goes away takes its requests with it: they are cancelled.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -87,8 +86,7 @@ class BlsRequests:
             requests, self._requests = list(self._requests.values()), {}
         for request in requests:
             request.cancel()
-        with contextlib.suppress(Exception):
-            self._arena.close()
+        self._arena.close()
 
 
 class _Sink:

@@ -30,21 +30,22 @@ _MODEL_DIRECTORY = "$$TRITON_MODEL_DIRECTORY"
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 _CHECK_TIMEOUT_S = 120.0
 
-# Run by the environment's interpreter: the server's site directories go after its own, then the worker.
-BOOTSTRAP = (
-    "import os, site, sys\n"
+# Run by the environment's interpreter: the server's site directories go after its own, then the worker
+# (or, to check the environment at load, the imports the worker needs).
+_SERVER_SITE_DIRS_LAST = (
+    "import os, site\n"
     f"for entry in os.environ.pop({SITE_DIRS_VARIABLE!r}, '').split(os.pathsep):\n"
     "    if entry:\n"
     "        site.addsitedir(entry)\n"
-    "import runpy\n"
-    "runpy.run_module('naiad_python.isolation.worker', run_name='__main__', alter_sys=True)\n"
 )
-_CHECK = BOOTSTRAP.replace(
-    "runpy.run_module('naiad_python.isolation.worker', run_name='__main__', alter_sys=True)\n",
-    "import numpy, naiad_python.isolation.worker\nprint(numpy.__version__)\n",
+BOOTSTRAP = (
+    _SERVER_SITE_DIRS_LAST
+    + "import runpy\nrunpy.run_module('naiad_python.isolation.worker', run_name='__main__', alter_sys=True)\n"
 )
+_CHECK = _SERVER_SITE_DIRS_LAST + "import numpy, naiad_python.isolation.worker\n"
 
 _checked: set[Path] = set()
+_digests: dict[tuple[Path, int, int], str] = {}  # (archive, size, mtime) -> content hash: hashed once
 _lock = threading.Lock()
 
 
@@ -105,11 +106,7 @@ def cache_root() -> Path:
 
 def _unpacked(archive: Path, where: str) -> Path:
     """The archive unpacked in the cache (once per content: the directory is named by its hash)."""
-    digest = hashlib.sha256()
-    with archive.open("rb") as file:
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
-    target = cache_root() / digest.hexdigest()[:32]
+    target = cache_root() / _digest(archive)[:32]
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -132,6 +129,23 @@ def _unpacked(archive: Path, where: str) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _digest(archive: Path) -> str:
+    """The archive's content hash, read once while its size and modification time stay the same."""
+    status = archive.stat()
+    key = (archive, status.st_size, status.st_mtime_ns)
+    with _lock:
+        known = _digests.get(key)
+    if known is not None:
+        return known
+    digest = hashlib.sha256()
+    with archive.open("rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    with _lock:
+        _digests[key] = digest.hexdigest()
+    return digest.hexdigest()
 
 
 def _check(interpreter: Path, where: str) -> None:

@@ -42,7 +42,7 @@ from naiad_python.isolation.bls_server import BlsRequests
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 from naiad_python.isolation.log_forwarding import log_forwarded
 from naiad_python.isolation.server_calls import ServerCalls
-from naiad_python.isolation.spawn import LOAD_TIMEOUT_S, spawn_worker
+from naiad_python.isolation.spawn import LOAD_TIMEOUT_S, retire, spawn_worker
 
 _log = logging.getLogger("naiad.python")
 
@@ -81,11 +81,7 @@ class _Worker:
         return f"it exited with status {code}"
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        self.channel.close()
-        self.control.close()
+        retire((self.process, self.channel, self.control))
         self.inputs.close()
         self.bls.close()
 
