@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 from naiad.errors import ErrorCode, NaiadError
 from naiad.hookspecs import hookimpl
 
-__version__ = "0.1.0"
-
 if TYPE_CHECKING:
+    __version__: str  # the installed distribution's, from the repository's VERSION file
     from naiad.embedded import AsyncResponseStream, Response, ResponseStream, Server
     from naiad.tensor import Tensor
 
@@ -28,7 +27,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """The in-process API, imported on first use: ``import naiad`` stays light for backends."""
+    """The in-process API and ``__version__``, looked up on first use: ``import naiad`` stays light for backends."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("naiad")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'naiad' has no attribute '{name}'")

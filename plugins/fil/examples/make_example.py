@@ -7,7 +7,7 @@ creates ``<REPOSITORY>/fil_xgboost_classifier/config.pbtxt`` and ``1/xgboost.ubj
 over 4 FP32 features (is the sum of the first two above 1?), trained here on 200 random rows
 with 10 rounds of depth-3 trees. It answers the positive-class probability (``predict_proba``);
 drop that parameter to get class ids. Needs xgboost (``pip install 'naiad-fil[cpu]'``).
-Nothing binary is committed.
+Nothing binary is committed. A model folder that is already there is kept, edits and all.
 """
 
 from __future__ import annotations
@@ -53,7 +53,11 @@ def main() -> None:
     default = Path(__file__).resolve().parents[3] / "examples" / "model_repository"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("repository", nargs="?", type=Path, default=default, help=f"default: {default}")
-    model_dir = make_example(parser.parse_args().repository)
+    repository = parser.parse_args().repository
+    if (repository / MODEL_NAME).exists():
+        print(f"kept {repository / MODEL_NAME}: it is there already (delete it to generate it afresh)")
+        return
+    model_dir = make_example(repository)
     print(f"wrote {model_dir}")
 
 

@@ -5,7 +5,8 @@
 creates ``<MODEL_REPOSITORY>/llm_tiny/``: ``config.pbtxt`` (just ``backend: "llm"``; auto-complete
 adds the rest), ``1/model.json`` (the transformers engine) and ``1/tiny-llama/``, a random-weight
 Llama-style model with its own tokenizer, built on the spot (no download). It speaks nonsense; see
-plugins/llm/README.md to serve a real model. The files are generated, never committed.
+plugins/llm/README.md to serve a real model. The files are generated, never committed. A model
+folder that is already there is kept, edits and all.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ def write_example(repository: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("repository", nargs="?", type=Path, default=DEFAULT_REPOSITORY)
-    print(f"wrote {write_example(parser.parse_args().repository)}")
+    repository = parser.parse_args().repository
+    if (repository / MODEL_NAME).exists():
+        print(f"kept {repository / MODEL_NAME}: it is there already (delete it to generate it afresh)")
+        return
+    print(f"wrote {write_example(repository)}")
 
 
 if __name__ == "__main__":

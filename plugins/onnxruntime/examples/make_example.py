@@ -6,6 +6,7 @@ creates ``REPOSITORY/add_sub_onnx/config.pbtxt`` and ``REPOSITORY/add_sub_onnx/1
 (default repository: ``examples/model_repository`` at the root of the naiad checkout). The model
 is Triton's classic add/sub: ``OUTPUT0 = INPUT0 + INPUT1``, ``OUTPUT1 = INPUT0 - INPUT1`` on FP32
 ``[batch, 4]`` tensors. The config is deliberately short: naiad completes the rest from the model.
+A model folder that is already there is kept, edits and all.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-NAME = "add_sub_onnx"
+MODEL_NAME = "add_sub_onnx"
 DEFAULT_REPOSITORY = Path(__file__).resolve().parents[3] / "examples" / "model_repository"
 
 CONFIG = """\
@@ -40,7 +41,7 @@ def build_model() -> bytes:
             helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
             helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"]),
         ],
-        NAME,
+        MODEL_NAME,
         list(tensors.values()),
         outputs,
     )
@@ -50,7 +51,7 @@ def build_model() -> bytes:
     return bytes(model.SerializeToString())
 
 
-def write_example(repository: Path, name: str = NAME) -> Path:
+def write_example(repository: Path, name: str = MODEL_NAME) -> Path:
     """Create ``repository/<name>/config.pbtxt`` and ``repository/<name>/1/model.onnx``; returns the model folder."""
     model_dir = repository / name
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("repository", nargs="?", type=Path, default=DEFAULT_REPOSITORY, help="model repository folder")
     args = parser.parse_args(argv)
+    if (args.repository / MODEL_NAME).exists():
+        print(f"kept {args.repository / MODEL_NAME}: it is there already (delete it to generate it afresh)")
+        return 0
     try:
         model_dir = write_example(args.repository)
     except ImportError:

@@ -6,7 +6,8 @@ creates ``<REPOSITORY>/openvino_add_mul/config.pbtxt`` and ``1/model.xml`` + ``1
 (default REPOSITORY: ``<repo root>/examples/model_repository``). The model takes two FP32
 tensors of shape [-1, 4] and returns their sum (OUTPUT0) and the first one scaled by
 [1, 2, 3, 4] (OUTPUT1). It is built with ``onnx.helper`` and converted to OpenVINO IR with
-``openvino.convert_model`` + ``openvino.save_model``; nothing binary is committed.
+``openvino.convert_model`` + ``openvino.save_model``; nothing binary is committed. A model folder
+that is already there is kept, edits and all.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("repository", nargs="?", type=Path, default=default, help=f"default: {default}")
     args = parser.parse_args()
+    if (args.repository / MODEL_NAME).exists():
+        print(f"kept {args.repository / MODEL_NAME}: it is there already (delete it to generate it afresh)")
+        return
     model_dir = make_example(args.repository)
     print(f"wrote {model_dir}/config.pbtxt and {model_dir}/1/model.xml + model.bin")
 

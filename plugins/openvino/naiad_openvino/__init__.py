@@ -16,6 +16,7 @@ only when a model loads:
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 from naiad.backend import BackendInfo, ModelFormat, hookimpl
@@ -23,7 +24,7 @@ from naiad.backend import BackendInfo, ModelFormat, hookimpl
 if TYPE_CHECKING:
     from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
 
-__version__ = "0.1.0"
+__version__ = version("naiad-openvino")  # the installed metadata: the VERSION file
 
 __all__ = ["__version__", "naiad_backend_info", "naiad_create_instance", "naiad_load_model"]
 
@@ -41,6 +42,9 @@ def naiad_backend_info() -> BackendInfo:
 @hookimpl
 def naiad_load_model(context: ModelLoadContext) -> BackendModel:
     """Read ``model.xml`` (+ ``model.bin``), ``model.onnx`` or ``default_model_filename`` with OpenVINO."""
+    from naiad_openvino.telemetry import keep_telemetry_off
+
+    keep_telemetry_off()  # before the first ``import openvino``
     from naiad_openvino.model import load_model
 
     return load_model(context)

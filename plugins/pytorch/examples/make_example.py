@@ -5,7 +5,8 @@
 creates ``<MODEL_REPOSITORY>/pytorch_add_sub/config.pbtxt`` and ``.../1/model.pt`` (default
 repository: ``examples/model_repository`` at the repository root). The model adds and subtracts
 two FP32 vectors of 4: ``OUTPUT__0 = INPUT__0 + INPUT__1``, ``OUTPUT__1 = INPUT__0 - INPUT__1``.
-The ``model.pt`` file is generated, never committed.
+The ``model.pt`` file is generated, never committed. A model folder that is already there is kept,
+edits and all.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import argparse
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 MODEL_NAME = "pytorch_add_sub"
 DEFAULT_REPOSITORY = Path(__file__).resolve().parents[3] / "examples" / "model_repository"
@@ -37,21 +40,27 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
 """
 
 
-class AddSub(torch.nn.Module):
-    """``(INPUT__0 + INPUT__1, INPUT__0 - INPUT__1)``."""
+def add_sub() -> torch.nn.Module:
+    """A module computing ``(INPUT__0 + INPUT__1, INPUT__0 - INPUT__1)``."""
+    import torch
 
-    def forward(self, INPUT__0: torch.Tensor, INPUT__1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return INPUT__0 + INPUT__1, INPUT__0 - INPUT__1
+    class AddSub(torch.nn.Module):
+        def forward(self, INPUT__0: torch.Tensor, INPUT__1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return INPUT__0 + INPUT__1, INPUT__0 - INPUT__1
+
+    return AddSub()
 
 
 def write_example(repository: Path) -> Path:
     """Write the model into ``repository``; returns the model directory."""
+    import torch  # here, not at the top: keeping a model that is there already needs no torch
+
     model_dir = repository / MODEL_NAME
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
     (model_dir / "config.pbtxt").write_text(CONFIG)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`torch\.jit\.\w+` is deprecated", category=DeprecationWarning)
-        module = torch.jit.script(AddSub().eval())
+        module = torch.jit.script(add_sub().eval())
         torch.jit.save(module, str(model_dir / "1" / "model.pt"))
     return model_dir
 
@@ -60,6 +69,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("repository", nargs="?", type=Path, default=DEFAULT_REPOSITORY, help="model repository folder")
     args = parser.parse_args()
+    if (args.repository / MODEL_NAME).exists():
+        print(f"kept {args.repository / MODEL_NAME}: it is there already (delete it to generate it afresh)")
+        return
     model_dir = write_example(args.repository)
     print(f"wrote {model_dir / 'config.pbtxt'} and {model_dir / '1' / 'model.pt'}")
 

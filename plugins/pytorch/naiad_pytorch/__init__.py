@@ -13,6 +13,7 @@ submodules on first use, never by this module:
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 from naiad.backend import BackendInfo, ModelFormat, OnDisk, hookimpl
@@ -20,7 +21,7 @@ from naiad.backend import BackendInfo, ModelFormat, OnDisk, hookimpl
 if TYPE_CHECKING:
     from naiad.backend import BackendModel, InstanceContext, ModelInstance, ModelLoadContext
 
-__version__ = "0.1.0"
+__version__ = version("naiad-pytorch")  # the installed metadata: the VERSION file
 
 __all__ = ["__version__", "naiad_backend_info", "naiad_create_instance", "naiad_load_model"]
 
