@@ -42,6 +42,7 @@ def mixed_server(model_repository: ModelRepositoryBuilder, naiad_server: Callabl
     model_repository.add_python_model("broken_init", RAISES_IN_INITIALIZE, CONFIG.format(backend="python"))
     model_repository.add_model("broken_config", 'backend: "python"\ninput [ { name: "X" dtype: TYPE_FP32 } ]')
     model_repository.add_model("missing_backend", CONFIG.format(backend="nonexistent"), {"1/model.bin": b"\0"})
+    model_repository.add_model("misspelled_backend", CONFIG.format(backend="pyhton"), {"1/model.py": IDENTITY})
     return naiad_server(model_repository.root)
 
 
@@ -67,4 +68,17 @@ def test_failed_model_reports_its_error(mixed_server: ServerProcess) -> None:
     assert "weights file is corrupt" in logs
     assert "model 'broken_config'" in logs
     assert "dtype" in logs
-    assert "pip install naiad-nonexistent" in logs
+    assert "no installed distribution provides backend 'nonexistent'" in logs
+    assert "pip install naiad-" not in logs  # never a package name nobody checked
+
+
+def test_misspelled_backend_is_reported_with_close_names_and_installed_ones(mixed_server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(mixed_server.http_url)
+    reasons = {entry["name"]: entry.get("reason", "") for entry in client.get_model_repository_index()}
+    reason = reasons["misspelled_backend"]
+    assert "no installed distribution provides backend 'pyhton'" in reason
+    assert "Did you mean 'python'" in reason
+    installed = reason.split("Installed backends: ", 1)[1].split(".", 1)[0].split(", ")
+    assert {"identity", "python"} <= set(installed)
+    assert "plugins/<name> in its source tree" in reason
+    assert "comes from its author" in reason

@@ -70,12 +70,35 @@ def test_observer_hooks_reach_every_plugin() -> None:
     assert first.states == second.states == [("m", "READY")]
 
 
-def test_unknown_backend_names_the_distribution_to_install() -> None:
+def test_missing_project_backend_points_at_its_folder_in_the_source_tree() -> None:
     registry = BackendRegistry(entry_points=[])
     with pytest.raises(BackendUnavailable) as caught:
         registry.get("onnxruntime")
-    assert "no installed distribution provides backend 'onnxruntime'" in caught.value.message
-    assert "pip install naiad-onnxruntime" in caught.value.message
+    message = caught.value.message
+    assert "no installed distribution provides backend 'onnxruntime'" in message
+    assert "`pip install ./plugins/onnxruntime`" in message
+    assert "Installed backends: none." in message
+    assert "pip install naiad-" not in message
+
+
+def test_misspelled_backend_suggests_close_installed_names() -> None:
+    entries = [EntryPoint(name, "json", ENTRY_POINT_GROUP) for name in ("scale", "python", "identity")]
+    with pytest.raises(BackendUnavailable) as caught:
+        BackendRegistry(entry_points=entries).get("scael")
+    message = caught.value.message
+    assert caught.value.name == "scael"
+    assert caught.value.suggestions == ("scale",)
+    assert "Did you mean 'scale'?" in message
+    assert "Installed backends: identity, python, scale." in message
+    assert "any other backend comes from its author" in message
+    assert "pip install" not in message.replace("pip install ./plugins/<name>", "")
+
+
+def test_platform_given_as_backend_suggests_its_backend() -> None:
+    with pytest.raises(BackendUnavailable) as caught:
+        BackendRegistry(entry_points=[]).get("onnxruntime_onnx")
+    assert caught.value.suggestions == ("onnxruntime",)
+    assert 'set platform: "onnxruntime_onnx", or backend: "onnxruntime"' in caught.value.message
 
 
 def test_backend_that_fails_to_import_is_reported_and_remembered(
@@ -92,7 +115,8 @@ def test_backend_that_fails_to_import_is_reported_and_remembered(
         assert "backend 'broken'" in message
         assert "failed to import" in message
         assert "ModuleNotFoundError: No module named 'a_module_that_does_not_exist'" in message
-        assert "pip install naiad-broken" in message
+        assert "reinstall the distribution '<unknown distribution>' the way it was installed" in message
+        assert "pip install" not in message
     sys.modules.pop("naiad_broken_backend", None)
 
 

@@ -1,10 +1,14 @@
 """The tutorial backend of docs/writing-a-backend.md, exactly as written there: built, pip-installed into a
-temp dir, discovered through its entry point and served by a real server process."""
+temp dir, discovered through its entry point and served by a real server process; and the page's install
+and serve commands, run as written in a fresh virtual environment."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -16,9 +20,11 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "writing-a-backend.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "writing-a-backend.md"
+CHECKOUT_PLACEHOLDER = "path/to/naiad"
 
 SHAPE = """
 max_batch_size: 4
@@ -114,3 +120,65 @@ def test_a_model_without_a_factor_fails_with_the_tutorials_message(
         f"model 'nothing': give the factor as config parameter FACTOR or in "
         f"{model_repository.root / 'nothing' / '1' / 'factor.txt'}"
     )
+
+
+def _doc_commands() -> tuple[list[str], list[str], list[str]]:
+    """The page's shell block split at ``naiad serve``: the setup lines, the serve command, the curl commands."""
+    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+    (block,) = [block for block in blocks if CHECKOUT_PLACEHOLDER in block]
+    lines = block.replace("\\\n", "").splitlines()
+    serve = next(index for index, line in enumerate(lines) if line.startswith("naiad serve"))
+    return lines[:serve], shlex.split(lines[serve]), lines[serve + 1 :]
+
+
+def _doc_tripler_config() -> str:
+    """The page's ``models/tripler/config.pbtxt`` listing, unindented."""
+    listing = re.search(r"models/tripler/config\.pbtxt\n((?:    .*\n)+)", DOC.read_text())
+    assert listing is not None, f"{DOC} lost its models/tripler/config.pbtxt listing"
+    return "\n".join(line.removeprefix("    ") for line in listing.group(1).splitlines()) + "\n"
+
+
+def _checkout_copy(target: Path) -> Path:
+    """The naiad checkout without its environment, caches and plugins: pip builds in the folder it is given."""
+    skip = shutil.ignore_patterns(".*", "build", "dist", "plugins", "__pycache__", "*.egg-info")
+    return Path(shutil.copytree(ROOT, target, ignore=skip))
+
+
+def test_the_pages_commands_install_and_serve_in_a_fresh_venv(tmp_path: Path) -> None:
+    setup, serve, requests = _doc_commands()
+    checkout = _checkout_copy(tmp_path / "naiad")
+    for relative, body in _doc_files().items():
+        (tmp_path / "naiad-scale" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "naiad-scale" / relative).write_text(body)
+    ModelRepositoryBuilder(tmp_path / "models").add_model("tripler", _doc_tripler_config(), {"1/.keep": ""})
+    script = "\n".join(["set -euo pipefail", *setup]).replace(CHECKOUT_PLACEHOLDER, shlex.quote(str(checkout)))
+    clean = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    installed = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=clean, capture_output=True, text=True)
+    assert installed.returncode == 0, (
+        f"the page's setup commands failed:\n{script}\n{installed.stdout}{installed.stderr}"
+    )
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    where = subprocess.run(
+        [venv_python, "-c", "import naiad, naiad_scale; print(naiad.__file__)"], capture_output=True, text=True
+    )
+    assert Path(where.stdout.strip()).is_relative_to(tmp_path / "venv"), where.stdout + where.stderr
+
+    assert serve[:2] == ["naiad", "serve"]
+    assert serve[2:] == ["--model-repository", "models"]  # the ports are chosen here, the folder is tmp_path's
+    infer, metrics = requests
+    curl = re.fullmatch(r"curl -s localhost:8000(\S+) -d\s+'(.*)'", infer.strip())
+    assert curl is not None, f"{DOC}: the infer command changed shape: {infer}"
+    assert metrics.startswith("curl -s localhost:8002/metrics | grep scale_requests")
+    expected = metrics.partition("# ")[2]
+    server = start_server(
+        [tmp_path / "models"], env={"PYTHONPATH": ""}, program=[str(tmp_path / "venv" / "bin" / "naiad")]
+    )
+    try:
+        path, body = curl.groups()
+        request = urllib.request.Request(f"http://{server.http_url}{path}", data=body.encode(), method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert json.loads(response.read())["outputs"][0]["data"] == [3, 6, 9]
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=30) as response:
+            assert f"{expected}\n" in response.read().decode()
+    finally:
+        server.stop()

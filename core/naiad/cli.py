@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from naiad import __version__
+from naiad.check.command import add_check_command, run_check
+from naiad.cli_help import SERVE_EPILOG, SERVE_USAGE, ServeHelpFormatter
 from naiad.file_limits import raise_open_file_limit
 from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
@@ -36,14 +38,22 @@ def _bool(value: str) -> bool:
         return True
     if lowered in _FALSE:
         return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got '{value}'")
+    raise argparse.ArgumentTypeError(f"'{value}' is not a boolean: use true or false (1/0, yes/no, on/off)")
 
 
 def _port(value: str) -> int:
-    port = int(value)
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 0 and 65535, got {port}")
+    port = _whole_number(value)
+    if port is None or not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a port number (0-65535)")
     return port
+
+
+def _whole_number(value: str) -> int | None:
+    """``value`` as an int, or None when it is not one (the caller says what was expected)."""
+    try:
+        return int(value)
+    except ValueError:
+        return None
 
 
 def _backend_setting(value: str) -> tuple[str, str, str]:
@@ -75,7 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="naiad", description="Serve Triton model repositories over KServe v2.")
     parser.add_argument("--version", action="version", version=f"naiad {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve one or more model repositories")
+    serve = commands.add_parser(
+        "serve",
+        help="serve one or more model repositories",
+        usage=SERVE_USAGE,
+        description="Serve Triton model repositories over KServe v2 HTTP/REST and gRPC.",
+        epilog=SERVE_EPILOG,
+        formatter_class=ServeHelpFormatter,
+    )
     serve.add_argument(
         "--model-repository",
         "--model-store",
@@ -86,13 +103,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="model repository folder (repeatable)",
     )
-    serve.add_argument("--http-port", type=_port, default=8000)
-    serve.add_argument("--http-address", default="0.0.0.0")
-    serve.add_argument("--grpc-port", type=_port, default=8001)
-    serve.add_argument("--metrics-port", type=_port, default=8002)
-    serve.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL")
-    serve.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL")
-    serve.add_argument("--allow-metrics", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument("--http-port", type=_port, default=8000, metavar="PORT", help="HTTP/REST port")
+    serve.add_argument("--http-address", default="0.0.0.0", metavar="ADDR", help="address the HTTP frontend listens on")
+    serve.add_argument("--grpc-port", type=_port, default=8001, metavar="PORT", help="gRPC port")
+    serve.add_argument(
+        "--metrics-port", type=_port, default=8002, metavar="PORT", help="port of the Prometheus /metrics listener"
+    )
+    serve.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP/REST at all")
+    serve.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC at all")
+    serve.add_argument(
+        "--allow-metrics",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
+        help="serve /metrics at all (statistics are still collected)",
+    )
     _add_grpc_arguments(serve)
     serve.add_argument(
         "--http-server",
@@ -107,8 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BOOL",
         help="true disables auto-completion of model configs (deprecated Triton spelling)",
     )
-    serve.add_argument("--disable-auto-complete-config", action="store_true")
-    serve.add_argument("--strict-readiness", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument(
+        "--disable-auto-complete-config", action="store_true", help="the same as --strict-model-config=true"
+    )
+    serve.add_argument(
+        "--strict-readiness",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
+        help="true: /v2/health/ready is 200 only while every model is READY; false: only the server's state counts",
+    )
     serve.add_argument(
         "--exit-on-error",
         type=_bool,
@@ -117,7 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit at startup if any model fails to load (default false: the others serve)",
     )
     serve.add_argument(
-        "--exit-timeout-secs", type=float, default=30.0, help="how long shutdown waits for in-flight requests"
+        "--exit-timeout-secs",
+        type=_non_negative_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long shutdown waits for in-flight requests",
     )
     serve.add_argument(
         "--rate-limit",
@@ -176,12 +213,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[BACKEND,]KEY=VALUE",
         help="a backend setting; without BACKEND it applies to every backend (e.g. default-max-batch-size=8)",
     )
-    serve.add_argument("--log-verbose", type=int, default=0, metavar="N")
-    serve.add_argument("--log-info", type=_bool, default=True, metavar="BOOL")
-    serve.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL")
-    serve.add_argument("--log-error", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument(
+        "--log-verbose",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="1 and up: debug messages too; 2 and up: the HTTP and gRPC libraries' as well",
+    )
+    serve.add_argument("--log-info", type=_bool, default=True, metavar="BOOL", help="log info messages")
+    serve.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL", help="log warnings")
+    serve.add_argument("--log-error", type=_bool, default=True, metavar="BOOL", help="log errors")
     _add_observability_arguments(serve)
     _add_limit_arguments(serve)
+    add_check_command(commands)
     return parser
 
 
@@ -191,23 +235,69 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_grpc_arguments(serve: argparse.ArgumentParser) -> None:
     """Triton's ``--grpc-*`` flags; times are in milliseconds, as in Triton."""
     defaults = GrpcSettings()
-    serve.add_argument("--grpc-address", default="0.0.0.0", help="address the gRPC frontend listens on")
-    serve.add_argument("--reuse-grpc-port", type=_bool, default=False, metavar="BOOL")
-    for flag, default in (
-        ("--grpc-keepalive-time", defaults.keepalive_time_ms),
-        ("--grpc-keepalive-timeout", defaults.keepalive_timeout_ms),
-        ("--grpc-http2-max-pings-without-data", defaults.http2_max_pings_without_data),
+    serve.add_argument("--grpc-address", default="0.0.0.0", metavar="ADDR", help="address the gRPC frontend listens on")
+    serve.add_argument(
+        "--reuse-grpc-port",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
+        help="let several servers listen on the gRPC port (SO_REUSEPORT)",
+    )
+    for flag, default, metavar, meaning in (
+        ("--grpc-keepalive-time", defaults.keepalive_time_ms, "MS", "period of the keepalive pings the server sends"),
+        (
+            "--grpc-keepalive-timeout",
+            defaults.keepalive_timeout_ms,
+            "MS",
+            "how long the server waits for a keepalive ack before it closes the connection",
+        ),
+        (
+            "--grpc-http2-max-pings-without-data",
+            defaults.http2_max_pings_without_data,
+            "N",
+            "pings allowed without data frames (0: no limit)",
+        ),
         (
             "--grpc-http2-min-recv-ping-interval-without-data",
             defaults.http2_min_recv_ping_interval_without_data_ms,
+            "MS",
+            "a client ping sooner than this after the last one, with no data, is a ping strike",
         ),
-        ("--grpc-http2-max-ping-strikes", defaults.http2_max_ping_strikes),
+        (
+            "--grpc-http2-max-ping-strikes",
+            defaults.http2_max_ping_strikes,
+            "N",
+            "ping strikes tolerated before GOAWAY (0: any number)",
+        ),
     ):
-        serve.add_argument(flag, type=_non_negative, default=default, metavar="N")
-    serve.add_argument("--grpc-max-connection-age", type=_non_negative, default=None, metavar="MS")
-    serve.add_argument("--grpc-max-connection-age-grace", type=_non_negative, default=None, metavar="MS")
-    serve.add_argument("--grpc-keepalive-permit-without-calls", type=_bool, default=False, metavar="BOOL")
-    serve.add_argument("--grpc-infer-response-compression-level", choices=tuple(COMPRESSION_LEVELS), default="none")
+        serve.add_argument(flag, type=_non_negative, default=default, metavar=metavar, help=meaning)
+    serve.add_argument(
+        "--grpc-max-connection-age",
+        type=_non_negative,
+        default=None,
+        metavar="MS",
+        help="close connections older than this, gracefully (default: never)",
+    )
+    serve.add_argument(
+        "--grpc-max-connection-age-grace",
+        type=_non_negative,
+        default=None,
+        metavar="MS",
+        help="time left to the calls of a connection past its age (default: no limit)",
+    )
+    serve.add_argument(
+        "--grpc-keepalive-permit-without-calls",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
+        help="send keepalive pings on connections with no call in flight",
+    )
+    serve.add_argument(
+        "--grpc-infer-response-compression-level",
+        choices=tuple(COMPRESSION_LEVELS),
+        default="none",
+        help="compress infer responses (gzip or deflate, as the client accepts)",
+    )
 
 
 # -- metrics, statistics and log flags (naiad.metrics, naiad.logs) -------------------------------------
@@ -215,17 +305,37 @@ def _add_grpc_arguments(serve: argparse.ArgumentParser) -> None:
 
 def _add_observability_arguments(serve: argparse.ArgumentParser) -> None:
     """Triton's ``--metrics-*``, ``--allow-*-metrics`` and ``--log-format/--log-file`` flags."""
-    serve.add_argument("--metrics-address", default="", help="address of the metrics listener (default: HTTP's)")
-    serve.add_argument("--metrics-interval-ms", type=_positive, default=2000, metavar="MS")
+    serve.add_argument(
+        "--metrics-address",
+        default="",
+        metavar="ADDR",
+        help="address of the metrics listener (default: --http-address)",
+    )
+    serve.add_argument(
+        "--metrics-interval-ms",
+        type=_positive,
+        default=2000,
+        metavar="MS",
+        help="how often the CPU, memory and GPU gauges are read",
+    )
     serve.add_argument(
         "--metrics-config",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="counter_latencies, histogram_latencies, summary_latencies, summary_quantiles, response_latencies",
+        help="repeatable; keys: counter_latencies, histogram_latencies, summary_latencies, summary_quantiles, "
+        "response_latencies",
     )
-    serve.add_argument("--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL")
-    serve.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL")
+    serve.add_argument(
+        "--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL", help="CPU and memory gauges in /metrics"
+    )
+    serve.add_argument(
+        "--allow-gpu-metrics",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
+        help="GPU gauges in /metrics (through NVML, when the driver is there)",
+    )
     serve.add_argument(
         "--collect-statistics",
         type=_bool,
@@ -233,14 +343,20 @@ def _add_observability_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="BOOL",
         help="false stops per-request statistics (statistics extension, per-model metrics); to measure their cost",
     )
-    serve.add_argument("--log-format", type=_log_format, default="default", metavar="|".join(LOG_FORMATS))
+    serve.add_argument(
+        "--log-format",
+        type=_log_format,
+        default="default",
+        metavar="|".join(LOG_FORMATS),
+        help="local timestamps, UTC ISO 8601 timestamps, or one JSON object per line",
+    )
     serve.add_argument("--log-file", default="", metavar="PATH", help="log to this file instead of stderr")
 
 
 def _positive(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {number}")
+    number = _whole_number(value)
+    if number is None or number <= 0:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number > 0")
     return number
 
 
@@ -266,9 +382,9 @@ def _metrics_options(args: argparse.Namespace) -> MetricsOptions:
 
 
 def _non_negative(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {number}")
+    number = _whole_number(value)
+    if number is None or number < 0:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number >= 0")
     return number
 
 
@@ -411,17 +527,25 @@ def _message_size(value: str) -> int:
 
 
 def _non_negative_seconds(value: str) -> float:
-    seconds = float(value)
-    if not seconds >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {value}")
+    seconds = _number(value)
+    if seconds is None or not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a number of seconds >= 0")
     return seconds
 
 
 def _positive_seconds(value: str) -> float:
-    seconds = float(value)
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value}")
+    seconds = _number(value)
+    if seconds is None or not seconds > 0:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a number of seconds > 0")
     return seconds
+
+
+def _number(value: str) -> float | None:
+    """``value`` as a float, or None when it is not a number."""
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def _limits(args: argparse.Namespace) -> tuple[HttpLimits, GrpcLimits]:
@@ -493,6 +617,8 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "check":
+        return run_check(args)
     try:
         logs = configure_logging(
             args.log_verbose,

@@ -129,29 +129,9 @@ class VersionLoader:
         self._scheduler: Scheduler | None = None
 
     def load(self, base_config: ModelConfig) -> ServingModel:
-        options = self._options
-        config = ModelConfig()
-        config.CopyFrom(base_config)
-        backend = self._registry.initialized(_backend_name(config), self._server)
-        settings = self._registry.settings
-        context = ModelLoadContext(
-            model_name=config.name,
-            version=self._version,
-            model_dir=self._model_dir,
-            config=config,
-            auto_complete=options.auto_complete,
-            backend_config=settings.for_backend(config.backend),
-            default_max_batch_size=settings.default_max_batch_size(config.backend),
-            server=self._server,
-            config_from_request=self._from_request,
-        )
-        if config.default_model_filename:  # where the backend will look, before it looks
-            context.path(config.default_model_filename, "default_model_filename", in_version=True)
-        self._backend_model = backend_model = backend.load_model(context)
-        table = self._registry.table()
-        model_config.fill_defaults(config, gpu_count=options.gpu_count, backends=table)
-        model_config.validate_config(config, gpu_count=options.gpu_count, backends=table)
-        _check_instance_count(config, options.max_instances_per_model)
+        backend, config, context = self.configure(base_config)
+        backend_model = self._backend_model
+        assert backend_model is not None  # configure loaded it
         backend_model.configured(config)
         config_json = model_config.config_to_json(config)
         signature = ModelSignature.from_config(config)
@@ -188,6 +168,35 @@ class VersionLoader:
             pipeline=pipeline,
             default_outputs={name: RequestedOutput(name) for name in signature.outputs},
         )
+
+    def configure(self, base_config: ModelConfig) -> tuple[Backend, ModelConfig, ModelLoadContext]:
+        """The config this version serves with: the backend loads the model (and may complete a copy of
+        ``base_config``), then naiad fills the defaults and validates it. ``naiad check`` stops here;
+        :meth:`release` finalizes the backend's model."""
+        options = self._options
+        config = ModelConfig()
+        config.CopyFrom(base_config)
+        backend = self._registry.initialized(_backend_name(config), self._server)
+        settings = self._registry.settings
+        context = ModelLoadContext(
+            model_name=config.name,
+            version=self._version,
+            model_dir=self._model_dir,
+            config=config,
+            auto_complete=options.auto_complete,
+            backend_config=settings.for_backend(config.backend),
+            default_max_batch_size=settings.default_max_batch_size(config.backend),
+            server=self._server,
+            config_from_request=self._from_request,
+        )
+        if config.default_model_filename:  # where the backend will look, before it looks
+            context.path(config.default_model_filename, "default_model_filename", in_version=True)
+        self._backend_model = backend.load_model(context)
+        table = self._registry.table()
+        model_config.fill_defaults(config, gpu_count=options.gpu_count, backends=table)
+        model_config.validate_config(config, gpu_count=options.gpu_count, backends=table)
+        _check_instance_count(config, options.max_instances_per_model)
+        return backend, config, context
 
     def _statistics(self, config: ModelConfig, signature: ModelSignature) -> ModelStatistics | None:
         if self._options.statistics is None:

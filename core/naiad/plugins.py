@@ -25,11 +25,13 @@ import pluggy
 from naiad import defaults, hookspecs
 from naiad.backend_info import DEFAULT_BACKENDS, BackendInfo, BackendTable
 from naiad.backend_model import BackendModel, ModelInstance
+from naiad.backend_sources import missing_backend_hint, reinstall_hint
 from naiad.contexts import DEFAULT_MAX_BATCH_SIZE, BackendContext, InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.ensemble import ENSEMBLE_BACKEND
 from naiad.ensemble import backend as ensemble_backend
 from naiad.errors import ErrorCode, NaiadError
 from naiad.scheduling.base import Scheduler
+from naiad.suggestions import SuggestingError
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -43,16 +45,14 @@ DEFAULTS_PLUGIN = "naiad-defaults"
 DEFAULT_MAX_BATCH_SIZE_KEY = "default-max-batch-size"
 
 
-class BackendUnavailable(NaiadError):
-    """The backend a model names cannot be used; the message says how to fix it."""
+class BackendUnavailable(SuggestingError):
+    """The backend a model names cannot be used; the message says how to fix it.
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ErrorCode.UNAVAILABLE)
+    ``name`` and ``suggestions``: for a backend that is not installed, its name and the backends it may mean.
+    """
 
-
-def distribution_hint(backend: str) -> str:
-    """The install command for a backend of this project (``naiad-<backend>``)."""
-    return f"pip install naiad-{backend}"
+    def __init__(self, message: str, *, name: str = "", suggestions: Sequence[str] = ()) -> None:
+        super().__init__(message, ErrorCode.UNAVAILABLE, name=name, suggestions=suggestions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,11 +295,16 @@ class BackendRegistry:
         return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
 
     def _import(self, name: str) -> object:
-        candidates = [ep for ep in self._discover() if ep.name == name]
+        installed = self._discover()
+        candidates = [ep for ep in installed if ep.name == name]
         if not candidates:
+            platforms = {platform: info.name for info in self.table() for platform in info.platforms}
+            hint, suggestions = missing_backend_hint(name, {ep.name for ep in installed}, platforms)
             raise BackendUnavailable(
-                f"no installed distribution provides backend '{name}' (entry-point group "
-                f"'{ENTRY_POINT_GROUP}'); install it with `{distribution_hint(name)}`"
+                f"no installed distribution provides backend '{name}' (entry-point group '{ENTRY_POINT_GROUP}'). "
+                f"{hint}",
+                name=name,
+                suggestions=suggestions,
             )
         if len(candidates) > 1:
             owners = ", ".join(sorted(_distribution_name(ep) for ep in candidates))
@@ -307,13 +312,14 @@ class BackendRegistry:
                 f"backend '{name}' is provided by several installed distributions ({owners}); uninstall all but one"
             )
         entry_point = candidates[0]
+        distribution = _distribution_name(entry_point)
         try:
             return entry_point.load()
         except Exception as error:  # any import failure must stay local to this backend
             raise BackendUnavailable(
-                f"backend '{name}' from distribution '{_distribution_name(entry_point)}' failed "
+                f"backend '{name}' from distribution '{distribution}' failed "
                 f"to import ({entry_point.value}): {type(error).__name__}: {error}; "
-                f"reinstall it with `{distribution_hint(name)}`"
+                f"{reinstall_hint(name, distribution)}"
             ) from error
 
 

@@ -37,6 +37,7 @@ from naiad.server_handle import ServerHandle
 from naiad.server_info import ServerInfo
 from naiad.service import InferenceService
 from naiad.sinks import LoopInbox
+from naiad.startup_report import ModelControl, log_startup_end, warn_if_no_models
 from naiad.startup_table import model_table
 
 logger = logging.getLogger(__name__)
@@ -173,6 +174,9 @@ class Server:
         for frontend in frontends:
             await frontend.start()
             self._frontends.append(frontend)
+        control = ModelControl(self.options.model_control_mode, self.options.repository_poll_secs)
+        found = await asyncio.to_thread(self.lifecycle.discover)
+        warn_if_no_models(logger, self.options.model_repositories, found, control)
         if self.repository_poller is not None:
             await asyncio.to_thread(self.repository_poller.start)
         else:
@@ -185,7 +189,14 @@ class Server:
             self._polling = asyncio.create_task(self.repository_poller.run(self.options.repository_poll_secs))
         self.dataplane.state = ServerState.READY
         listeners = ", ".join(f.describe() for f in frontends) or "in-process only, no listeners"
-        logger.info("naiad %s is ready: %s", __version__, listeners)
+        log_startup_end(
+            logger,
+            __version__,
+            listeners,
+            self.lifecycle,
+            strict_readiness=self.options.strict_readiness,
+            control=control,
+        )
 
     async def drain(self) -> None:
         """Refuse new requests and wait for the frontends' in-flight ones (``exit_timeout_secs`` at most)."""

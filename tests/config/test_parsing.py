@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from naiad.config import ModelConfig, config_from_json, parse_model_config, read_model_config
+from naiad.config.parsing import ConfigParseError
 from naiad.errors import ErrorCode, NaiadError
 from naiad.protocol.model_config_pb2 import DataType, ModelInstanceGroup
 
@@ -78,8 +79,18 @@ def test_alternative_config_name(tmp_path: Path) -> None:
 def test_unknown_field(tmp_path: Path) -> None:
     message = _parse_error(tmp_path, 'name: "add_sub"\ninput [\n  {\n    dtype: TYPE_FP32\n  }\n]\n')
     path = tmp_path / "add_sub" / "config.pbtxt"
-    expected = "line 4, column 5: no field named 'dtype' in inference.ModelInput"
+    expected = "line 4, column 5: no field named 'dtype' in inference.ModelInput; did you mean 'data_type'?"
     assert message == f"model 'add_sub': cannot parse {path}: {expected}"
+
+
+def test_parse_error_carries_its_place_and_the_names_it_may_mean() -> None:
+    with pytest.raises(ConfigParseError) as caught:
+        parse_model_config('name: "m"\nmax_batch_sise: 4\n', model_name="m", source="m/config.pbtxt")
+    error = caught.value
+    assert (error.source, error.line, error.column) == ("m/config.pbtxt", 2, 1)
+    assert error.name == "max_batch_sise"
+    assert error.suggestions == ("max_batch_size",)
+    assert error.reason == "no field named 'max_batch_sise' in inference.ModelConfig; did you mean 'max_batch_size'?"
 
 
 def test_unknown_enum_value_lists_valid_ones(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from naiad.config import ModelConfig, fill_defaults, parse_model_config, validate_config
+from naiad.config.validate import ConfigInvalid
 from naiad.errors import ErrorCode, NaiadError
 
 IO = """
@@ -239,3 +240,12 @@ def test_all_problems_are_listed() -> None:
     assert "max_batch_size -2" in message
     assert "'data_type' is not set" in message
     assert "dims [0]" in message
+
+
+def test_each_problem_is_listed_on_its_own() -> None:
+    with pytest.raises(ConfigInvalid) as caught:
+        validate_config(_config('backend: "python" max_batch_size: -2 input [ { name: "A" dims: [ 0 ] } ]'))
+    problems = caught.value.problems
+    assert len(problems) == 3
+    assert problems[0] == "max_batch_size -2 is negative; use 0 (no batching) or more"
+    assert all(problem in caught.value.message for problem in problems)

@@ -16,8 +16,9 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from naiad.errors import invalid_arg
 from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.suggestions import SuggestingError, close_matches, did_you_mean
 
-__all__ = ["CONFIG_FILENAME", "config_from_json", "parse_model_config", "read_model_config"]
+__all__ = ["CONFIG_FILENAME", "ConfigParseError", "config_from_json", "parse_model_config", "read_model_config"]
 
 CONFIG_FILENAME = "config.pbtxt"
 
@@ -32,6 +33,34 @@ _ONEOF_RE = re.compile(
 )
 _JSON_PATH_RE = re.compile(r' at "?([\w.\[\]]+?)"?\.*$')
 _JSON_CHAIN_RE = re.compile(r"^(Failed to parse \w+ field: )+")
+
+
+class ConfigParseError(SuggestingError):
+    """A config file that is not valid protobuf text format.
+
+    ``source`` is the file, ``line`` and ``column`` (1-based) where protobuf stopped, when it says;
+    ``reason`` what is wrong, without the model and place; for an unknown field or enum value,
+    ``name`` is it and ``suggestions`` the names close to it.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        model_name: str,
+        source: str,
+        line: int | None,
+        column: int | None,
+        name: str = "",
+        suggestions: tuple[str, ...] = (),
+    ) -> None:
+        where = _location(line, column)
+        message = f"model '{model_name}': cannot parse {source}: {where}{reason}"
+        super().__init__(message, name=name, suggestions=suggestions)
+        self.reason = reason
+        self.source = source
+        self.line = line
+        self.column = column
 
 
 def read_model_config(model_dir: Path, *, model_name: str | None = None, config_name: str | None = None) -> ModelConfig:
@@ -62,8 +91,16 @@ def parse_model_config(text: str, *, model_name: str, source: str = CONFIG_FILEN
     try:
         text_format.Parse(text, config)
     except text_format.ParseError as exc:
-        where = _location(exc.GetLine(), exc.GetColumn())
-        raise invalid_arg(f"model '{model_name}': cannot parse {source}: {where}{_explain(str(exc))}") from None
+        reason, name, suggestions = _explain(str(exc))
+        raise ConfigParseError(
+            reason,
+            model_name=model_name,
+            source=source,
+            line=exc.GetLine(),
+            column=exc.GetColumn(),
+            name=name,
+            suggestions=suggestions,
+        ) from None
     return config
 
 
@@ -98,20 +135,30 @@ def _location(line: int | None, column: int | None) -> str:
     return f"line {line}, column {column}: "
 
 
-def _explain(raw: str) -> str:
-    """Turn protobuf's text-format error into a short, readable sentence."""
+def _explain(raw: str) -> tuple[str, str, tuple[str, ...]]:
+    """Protobuf's text-format error as a short, readable sentence; an unknown name in it, and the names it
+    may have meant."""
     message = _QUOTED_LINE_RE.sub("", _LOCATION_RE.sub("", raw.strip()))
+    pool = ModelConfig.DESCRIPTOR.file.pool
     if match := _NO_FIELD_RE.match(message):
-        return f"no field named '{match[2]}' in {match[1]}"
+        suggestions = close_matches(match[2], pool.FindMessageTypeByName(match[1]).fields_by_name)
+        return _with_guess(f"no field named '{match[2]}' in {match[1]}", suggestions), match[2], suggestions
     if match := _NO_ENUM_RE.match(message):
-        enum = ModelConfig.DESCRIPTOR.file.pool.FindEnumTypeByName(match[1])
-        valid = ", ".join(v.name for v in enum.values)
-        return f"'{match[2]}' is not a value of {match[1]} (valid: {valid})"
+        values = [value.name for value in pool.FindEnumTypeByName(match[1]).values]
+        suggestions = close_matches(match[2], values)
+        if suggestions:
+            return _with_guess(f"'{match[2]}' is not a value of {match[1]}", suggestions), match[2], suggestions
+        return f"'{match[2]}' is not a value of {match[1]} (valid: {', '.join(values)})", match[2], ()
     if match := _MULTIPLE_RE.match(message):
-        return f"field '{match[2]}' of {match[1]} is set more than once"
+        return f"field '{match[2]}' of {match[1]} is set more than once", "", ()
     if match := _ONEOF_RE.match(message):
-        return f"'{match[1]}' and '{match[2]}' cannot both be set (they are alternatives of '{match[3]}' in {match[4]})"
-    return message[0].lower() + message[1:] if message[:1].isupper() else message
+        pair = f"'{match[1]}' and '{match[2]}'"
+        return f"{pair} cannot both be set (they are alternatives of '{match[3]}' in {match[4]})", "", ()
+    return (message[0].lower() + message[1:] if message[:1].isupper() else message), "", ()
+
+
+def _with_guess(reason: str, suggestions: tuple[str, ...]) -> str:
+    return f"{reason}; {did_you_mean(suggestions)}" if suggestions else reason
 
 
 def _explain_json(raw: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from naiad.backend_info import DEFAULT_BACKENDS, BackendTable
-from naiad.errors import invalid_arg
+from naiad.errors import ErrorCode, NaiadError
 from naiad.protocol.model_config_pb2 import (
     BatchInput,
     DataType,
@@ -24,7 +24,7 @@ from naiad.protocol.model_config_pb2 import (
     ModelTensorReshape,
 )
 
-__all__ = ["validate_config"]
+__all__ = ["ConfigInvalid", "validate_config"]
 
 ENSEMBLE = "ensemble"
 
@@ -39,6 +39,18 @@ _CORRID_TYPES = (
 _PAIRS = ("int32_false_true", "fp32_false_true", "bool_false_true")
 
 
+class ConfigInvalid(NaiadError):
+    """INVALID_ARG for a config that breaks rules of model-config.md §9; ``problems`` lists each one."""
+
+    def __init__(self, model_name: str, problems: Sequence[str]) -> None:
+        if len(problems) == 1:
+            message = f"model '{model_name}': {problems[0]}"
+        else:
+            message = f"model '{model_name}' has {len(problems)} config errors: {'; '.join(problems)}"
+        super().__init__(message, ErrorCode.INVALID_ARG)
+        self.problems = tuple(problems)
+
+
 def validate_config(
     config: ModelConfig,
     *,
@@ -46,7 +58,7 @@ def validate_config(
     model_dir_name: str | None = None,
     backends: BackendTable = DEFAULT_BACKENDS,
 ) -> None:
-    """Raise INVALID_ARG listing every rule of model-config.md §9 that *config* breaks.
+    """Raise :class:`ConfigInvalid` listing every rule of model-config.md §9 that *config* breaks.
 
     Run it after :func:`~naiad.config.detect_backend` and
     :func:`~naiad.config.fill_defaults`. *gpu_count* is the number of usable
@@ -56,11 +68,7 @@ def validate_config(
     checker = _Checker(config, gpu_count, backends)
     checker.run(model_dir_name)
     if checker.problems:
-        name = config.name or model_dir_name or "<unnamed>"
-        if len(checker.problems) == 1:
-            raise invalid_arg(f"model '{name}': {checker.problems[0]}")
-        listed = "; ".join(checker.problems)
-        raise invalid_arg(f"model '{name}' has {len(checker.problems)} config errors: {listed}")
+        raise ConfigInvalid(config.name or model_dir_name or "<unnamed>", checker.problems)
 
 
 def _fmt(values: Iterable[object]) -> str:

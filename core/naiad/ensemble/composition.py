@@ -3,7 +3,9 @@
 Runs when the ensemble loads, after its composing models have: every step's model must be READY,
 its inputs and outputs mapped, each ensemble tensor's datatype and shape consistent between every
 model that reads or writes it, and steps must not join responses of different decoupled models.
-The ensemble is decoupled when any step upstream of its outputs is.
+The ensemble is decoupled when any step upstream of its outputs is. A step that names a model or
+tensor that does not exist raises a :class:`~naiad.suggestions.SuggestingError` with the close
+names that do.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from naiad.ensemble.graph import EnsembleGraph
 from naiad.errors import NaiadError, invalid_arg
 from naiad.protocol.model_config_pb2 import DataType, ModelConfig
+from naiad.suggestions import SuggestingError, close_matches
 
 ConfigOf = Callable[[str, int], ModelConfig]
 """The final config of a composing model's version (-1: the latest); raises NaiadError when it has none."""
@@ -56,7 +59,11 @@ def check_composition(config: ModelConfig, graph: EnsembleGraph, config_of: Conf
     name = config.name
     missing = sorted({step.model_name for step in graph.steps if step.model_name not in known})
     if missing:
-        raise invalid_arg(f"ensemble {name} contains models that are not available or ambiguous: {', '.join(missing)}")
+        raise SuggestingError(
+            f"ensemble {name} contains models that are not available or ambiguous: {', '.join(missing)}",
+            name=missing[0],
+            suggestions=close_matches(missing[0], known),
+        )
     batching = config.max_batch_size > 0
     tensors: dict[str, _TensorNode] = {}
     for tensor in config.input:
@@ -102,9 +109,11 @@ def _map_step(
     inputs = {tensor.name: tensor for tensor in config.input}
     for input_name, tensor in input_map.items():
         if input_name not in inputs:
-            raise invalid_arg(
+            raise SuggestingError(
                 f"in ensemble {ensemble}, ensemble tensor {tensor} is mapping to non-existing input {input_name} "
-                f"in model {model}"
+                f"in model {model}",
+                name=input_name,
+                suggestions=close_matches(input_name, inputs),
             )
     for model_input in config.input:
         mapped = input_map.get(model_input.name)
@@ -120,9 +129,11 @@ def _map_step(
     outputs = {tensor.name: tensor for tensor in config.output}
     for model_output, tensor in output_map.items():
         if model_output not in outputs:
-            raise invalid_arg(
+            raise SuggestingError(
                 f"in ensemble {ensemble}, ensemble tensor {tensor} is mapped from non-existing output "
-                f"{model_output} in model {model}"
+                f"{model_output} in model {model}",
+                name=model_output,
+                suggestions=close_matches(model_output, outputs),
             )
     siblings = _Siblings()
     decoupled = config.model_transaction_policy.decoupled

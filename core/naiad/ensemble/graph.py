@@ -1,6 +1,8 @@
 """An ensemble's steps as a data-flow graph, checked as Triton checks it before any model loads.
 
-Every check raises INVALID_ARG with Triton's text, so a broken ensemble reports what Triton would.
+Every check raises INVALID_ARG with Triton's text, so a broken ensemble reports what Triton would; an
+ensemble input or output that no step maps is a :class:`~naiad.suggestions.SuggestingError` with the
+mapped tensor names close to it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 
 from naiad.errors import invalid_arg
 from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.suggestions import SuggestingError, close_matches
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +108,11 @@ def _check_flow(name: str, steps: tuple[Step, ...], inputs: tuple[str, ...], out
     known = {tensor for step in steps for tensor in step.consumes | step.produces}
     for tensor in inputs:
         if tensor not in known:
-            raise invalid_arg(f"ensemble input '{tensor}' for ensemble {name}' is not used")
+            raise SuggestingError(
+                f"ensemble input '{tensor}' for ensemble {name}' is not used",
+                name=tensor,
+                suggestions=close_matches(tensor, known),
+            )
     ready = set(inputs)
     remaining = list(steps)
     progress = True
@@ -119,7 +126,11 @@ def _check_flow(name: str, steps: tuple[Step, ...], inputs: tuple[str, ...], out
     producers = {tensor: step for step in steps for tensor in step.produces}
     for tensor in outputs:
         if tensor not in known:
-            raise invalid_arg(f"ensemble output '{tensor}' for ensemble {name}' is not used")
+            raise SuggestingError(
+                f"ensemble output '{tensor}' for ensemble {name}' is not used",
+                name=tensor,
+                suggestions=close_matches(tensor, known),
+            )
         if tensor not in ready:
             message = f"output '{tensor}' for ensemble '{name}' is not written"
             source = _unconnected_source(tensor, producers, ready)

@@ -40,14 +40,13 @@ from naiad.inference import (
 )
 from naiad.lifecycle import ModelLifecycle, ModelRecord
 from naiad.loading import LoadOptions, VersionLoader, release_version
-from naiad.metrics.custom import CustomMetrics
+from naiad.loop_thread import LoopThread
 from naiad.models import ModelState, ServingModel, VersionStatus
 from naiad.plugins import BackendRegistry, BackendSettings
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.repository import ModelSource
 from naiad.server_handle import ServerHandle
-from naiad.service import InferenceService
-from naiad.sinks import BlockingSink, LoopInbox
+from naiad.sinks import BlockingSink
 from naiad.statistics import StatisticsOptions
 from naiad.tensor import Tensor
 
@@ -96,7 +95,7 @@ class ResponseCollector:
 class LoadedModel:
     """One model version loaded in-process, with its own event loop thread and server handle."""
 
-    def __init__(self, serving: ServingModel, lifecycle: ModelLifecycle, loop: _LoopThread) -> None:
+    def __init__(self, serving: ServingModel, lifecycle: ModelLifecycle, loop: LoopThread) -> None:
         self.serving = serving
         self._lifecycle = lifecycle
         self._loop = loop
@@ -246,9 +245,8 @@ def load_model(
         statistics=StatisticsOptions() if statistics else None,
     )
     lifecycle = ModelLifecycle(registry, [model_dir.parent], options)
-    loop = _LoopThread()
-    lifecycle.server = ServerHandle(InferenceService(lifecycle), loop.inbox, CustomMetrics())
-    loader = VersionLoader(registry, model_dir, version, options, lifecycle.server)
+    loop = LoopThread("naiad-test-loop")
+    loader = VersionLoader(registry, model_dir, version, options, loop.serve(lifecycle))
     try:
         serving = loader.load(config)
     except BaseException:
@@ -278,27 +276,3 @@ def _plugin_name(plugin: object) -> str:
     if not name:
         raise NaiadError("load_model(plugin=...) needs backend= when the plugin object has no __name__")
     return str(name).rpartition(".")[2]
-
-
-class _LoopThread:
-    """An event loop on a daemon thread, standing in for the server's loop."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.inbox = LoopInbox()
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.inbox.attach(self.loop)
-            ready.set()
-            self.loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="naiad-test-loop", daemon=True)
-        self._thread.start()
-        ready.wait()
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        self.loop.close()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from naiad.testing.ports import free_ports
 
-READY_MARKER = "is ready:"
+STARTED_MARKERS = ("is ready:", "is serving but not ready:")
+"""The last startup line: every model loaded, or some unavailable (strict readiness then answers 400)."""
 
 
 class ServerStartError(RuntimeError):
@@ -62,14 +63,16 @@ def start_server(
     *extra_args: str,
     timeout: float = 60.0,
     env: dict[str, str] | None = None,
+    program: Sequence[str] = (sys.executable, "-m", "naiad"),
 ) -> ServerProcess:
-    """Start ``python -m naiad serve`` on free ports and wait until it has loaded its models."""
+    """Start ``python -m naiad serve`` on free ports and wait until it has loaded its models (or failed to).
+
+    ``program`` runs naiad, by default from this interpreter (another environment's: ``[".../bin/naiad"]``).
+    """
     http_port, grpc_port, metrics_port = free_ports(3)
     log = tempfile.NamedTemporaryFile(prefix="naiad-server-", suffix=".log", delete=False)  # noqa: SIM115
     command = [
-        sys.executable,
-        "-m",
-        "naiad",
+        *program,
         "serve",
         *(f"--model-repository={repository}" for repository in repositories),
         "--http-address=127.0.0.1",
@@ -96,9 +99,13 @@ def start_server(
 
 
 def _ready_logged(server: ServerProcess, log_files: list[Path]) -> bool:
-    if READY_MARKER in server.logs():
+    if _started(server.logs()):
         return True
-    return any(path.is_file() and READY_MARKER in path.read_text(errors="replace") for path in log_files)
+    return any(path.is_file() and _started(path.read_text(errors="replace")) for path in log_files)
+
+
+def _started(log: str) -> bool:
+    return any(marker in log for marker in STARTED_MARKERS)
 
 
 def _live(port: int) -> bool:

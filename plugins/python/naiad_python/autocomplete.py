@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +80,7 @@ def completed_config(
     except loader.ModelFileError:
         raise
     except USER_ERRORS as error:  # any failure of user code fails this model only
-        _log.error("failed to import %s for auto-complete:\n%s", model_file, traceback.format_exc())
+        _log.error("failed to import %s for auto-complete", model_file, exc_info=True)
         raise NaiadError(
             f"Failed to initialize Python stub for auto-complete of model '{name}': {describe(error)}",
             ErrorCode.INTERNAL,
@@ -99,7 +98,7 @@ def completed_config(
         try:
             result = method(ModelConfig(json.dumps(config_dict)))
         except USER_ERRORS as error:
-            _log.error("auto_complete_config of model '%s' failed:\n%s", name, traceback.format_exc())
+            _log.error("auto_complete_config of model '%s' failed", name, exc_info=True)
             raise NaiadError(
                 f"auto_complete_config function of model '{name}' failed: {describe(error)}",
                 ErrorCode.INTERNAL,
