@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -280,8 +281,15 @@ def test_the_model_runs_in_another_process(server: ServerProcess) -> None:
     client = httpclient.InferenceServerClient(server.http_url)
     pid = int(_faulty(client, 0).as_numpy("PID")[0])
     assert pid != server.process.pid
-    assert Path(f"/proc/{pid}/status").read_text().count(f"PPid:\t{server.process.pid}") == 1
+    template = _parent_of(pid)  # forked by the server's template process, itself the server's child
+    assert template != server.process.pid
+    assert _parent_of(template) == server.process.pid
     client.close()
+
+
+def _parent_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("PPid:")).split()[1])
 
 
 def test_concurrent_requests_are_batched_and_each_gets_its_rows(server: ServerProcess) -> None:
@@ -469,6 +477,30 @@ def test_a_model_that_fails_to_initialize_reports_why(server: ServerProcess) -> 
     assert "config parameter INSTANCE_ISOLATION is 'fork'; use one of thread, process" in index["wrong_mode"]["reason"]
 
 
+def test_workers_fork_from_a_template_that_comes_back_when_it_dies(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    ready = [entry["name"] for entry in client.get_model_repository_index() if entry["state"] == "READY"]
+    before = int(_faulty(client, 0).as_numpy("PID")[0])
+    template = _parent_of(before)
+    os.kill(template, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(before)  # a worker nobody can wait for any more is stopped
+    for model in ready:
+        _wait_ready(client, model)
+    after = int(_faulty(client, 0).as_numpy("PID")[0])
+    assert _parent_of(after) != template
+    assert _parent_of(_parent_of(after)) == server.process.pid
+    assert "the python backend's template process died" in server.logs()
+    client.close()
+
+
+def _alive(pid: int) -> bool:
+    path = Path(f"/proc/{pid}/stat")
+    return path.exists() and path.read_text().split()[2] != "Z"
+
+
 def test_killing_the_server_leaves_no_worker_and_nothing_in_dev_shm(tmp_path: Path) -> None:
     repository = ModelRepositoryBuilder(tmp_path / "models")
     repository.add_python_model("faulty", FAULTY, FAULTY_CONFIG)
@@ -476,12 +508,14 @@ def test_killing_the_server_leaves_no_worker_and_nothing_in_dev_shm(tmp_path: Pa
     server = start_server([repository.root])
     client = httpclient.InferenceServerClient(server.http_url)
     pid = int(_faulty(client, 0).as_numpy("PID")[0])
+    template = _parent_of(pid)
     client.close()
     server.stop(sig=9)
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while (_alive(pid) or _alive(template)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert not _alive(pid)
+    assert not _alive(template)
     assert set(os.listdir("/dev/shm")) - before == set()
 
 

@@ -42,7 +42,7 @@ from naiad_python.isolation.bls_server import BlsRequests
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 from naiad_python.isolation.log_forwarding import log_forwarded
 from naiad_python.isolation.server_calls import ServerCalls
-from naiad_python.isolation.spawn import LOAD_TIMEOUT_S, retire, spawn_worker
+from naiad_python.isolation.spawn import LOAD_TIMEOUT_S, WorkerProcess, retire, spawn_worker
 
 _log = logging.getLogger("naiad.python")
 
@@ -56,7 +56,7 @@ _STABLE_S = 30.0  # a worker that lived this long resets the backoff
 class _Worker:
     """One worker process, its channel and its arenas."""
 
-    def __init__(self, process: subprocess.Popen[bytes], channel: Channel, control: Channel) -> None:
+    def __init__(self, process: WorkerProcess, channel: Channel, control: Channel) -> None:
         self.process = process
         self.channel = channel  # batches, loads, finalize out; everything the worker says in
         self.control = control  # releases, cancellations, readiness checks out

@@ -10,31 +10,34 @@ import logging
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from naiad.backend import ErrorCode, ModelLoadContext, NaiadError
 from naiad_python.isolation import environments
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
+from naiad_python.isolation.forked import ForkedWorker, fork_worker
 from naiad_python.isolation.log_forwarding import log_forwarded
 
 LOAD_TIMEOUT_S = 300.0
 
 
-Spawned = tuple[subprocess.Popen[bytes], Channel, Channel]
+WorkerProcess = subprocess.Popen[bytes] | ForkedWorker
+Spawned = tuple[WorkerProcess, Channel, Channel]
 
 
 def spawn_worker(interpreter: Path | None) -> Spawned:
-    """A new worker process and the server's ends of its work and control sockets."""
+    """A new worker process and the server's ends of its work and control sockets: forked from the
+    template process with the server's interpreter, started afresh with a model environment's."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     fds = [theirs.fileno(), their_control.fileno()]
-    arguments = [*map(str, fds), str(logging.getLogger("naiad").getEffectiveLevel())]
+    level = logging.getLogger("naiad").getEffectiveLevel()
+    arguments = [*map(str, fds), str(level)]
+    process: WorkerProcess
     try:
         if interpreter is None:
-            command = [sys.executable, "-m", "naiad_python.isolation.worker", *arguments]
-            process = subprocess.Popen(command, pass_fds=fds, start_new_session=True)
+            process = _fork(fds, level)
         else:  # the model's own environment (EXECUTION_ENV_PATH): its packages first, the server's after
             command = [str(interpreter), "-c", environments.BOOTSTRAP, *arguments]
             variables = {**os.environ, environments.SITE_DIRS_VARIABLE: environments.site_dirs()}
@@ -47,6 +50,14 @@ def spawn_worker(interpreter: Path | None) -> Spawned:
         theirs.close()
         their_control.close()
     return process, Channel(ours), Channel(control)
+
+
+def _fork(fds: list[int], level: int) -> ForkedWorker:
+    """A worker forked from the template process; a template found dead is started again, once."""
+    try:
+        return fork_worker(fds, level)
+    except ChannelClosed:
+        return fork_worker(fds, level)
 
 
 def auto_complete_in_worker(

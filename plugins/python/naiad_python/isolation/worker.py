@@ -20,6 +20,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -244,10 +245,11 @@ class Worker:
         self.channel.send({"op": "ready", "token": token, "value": ready})
 
 
-def main() -> None:
-    channel = Channel(socket.socket(fileno=int(sys.argv[1])))
-    control = Channel(socket.socket(fileno=int(sys.argv[2])))
-    logging.basicConfig(level=int(sys.argv[3]), handlers=[ForwardingHandler(channel)])
+def main(arguments: Sequence[str]) -> None:
+    """Serve with ``WORK_FD CONTROL_FD LOG_LEVEL``."""
+    channel = Channel(socket.socket(fileno=int(arguments[0])))
+    control = Channel(socket.socket(fileno=int(arguments[1])))
+    logging.basicConfig(level=int(arguments[2]), handlers=[ForwardingHandler(channel)])
     started = time.monotonic()
     try:
         Worker(channel, control).serve()
@@ -258,4 +260,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
