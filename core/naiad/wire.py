@@ -57,9 +57,9 @@ def wire_array(tensor: Tensor) -> npt.NDArray[np.uint8]:
     return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<")).reshape(-1).view(np.uint8)
 
 
-def tensor_bytes(tensor: Tensor) -> bytes:
-    """:func:`wire_array` as ``bytes``."""
-    return wire_array(tensor).tobytes()
+def tensor_bytes(tensor: Tensor) -> memoryview:
+    """:func:`wire_array` as a byte view: the tensor's own memory where it already is in wire order, not a copy."""
+    return wire_array(tensor).data
 
 
 def element_count(name: str, shape: list[int], datatype: datatypes.DataType) -> int:

@@ -25,13 +25,13 @@ async def respond(
     send: Send,
     status: int,
     headers: list[tuple[bytes, bytes]],
-    body: bytes | list[bytes],
+    body: bytes | list[bytes | memoryview],
     channel: DirectChannel | None = None,
 ) -> None:
     """A whole response, its Content-Length added; ``body`` may come in parts (they are sent, not joined).
 
     With the request's ``channel`` a response of up to a MiB goes out in one write, around ASGI."""
-    parts = [body] if isinstance(body, bytes) else body
+    parts: list[bytes | memoryview] = [body] if isinstance(body, bytes) else body
     length = sum(map(len, parts))
     if channel is not None and length <= _PIECE and channel.respond(status, headers, parts):
         return
@@ -45,7 +45,7 @@ async def respond(
     await _send_part(send, parts[-1], more=False)
 
 
-async def _send_part(send: Send, part: bytes, *, more: bool) -> None:
+async def _send_part(send: Send, part: bytes | memoryview, *, more: bool) -> None:
     view = memoryview(part)
     for start in range(0, len(view), _PIECE):
         last = not more and start + _PIECE >= len(view)

@@ -379,7 +379,7 @@ def encode_response(
     model_name: str,
     model_version: int,
     request: DecodedRequest,
-) -> tuple[list[bytes], int | None]:
+) -> tuple[list[bytes | memoryview], int | None]:
     """The response body, as the JSON and each binary output in turn (never joined: a large output is not
     copied once more), and, when it carries binary outputs, the JSON header length."""
     wanted = {output.name: output for output in request.outputs}
@@ -391,7 +391,7 @@ def encode_response(
     if response.parameters:
         document["parameters"] = response.parameters
     outputs: list[dict[str, Any]] = []
-    chunks: list[bytes] = []
+    chunks: list[bytes | memoryview] = []
     for tensor in response.outputs:
         entry: dict[str, Any] = {
             "name": tensor.name,

@@ -32,14 +32,14 @@ class DirectChannel:
         self._lost_callbacks = lost_callbacks  # the connection's; it runs them when it is lost
         self._cycle = weakref.ref(cycle)  # uvicorn's RequestResponseCycle for this request
 
-    def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: list[bytes]) -> bool:
+    def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: list[bytes | memoryview]) -> bool:
         """Write the whole response at once; False (nothing written) when it must go through ASGI:
         a response already begun, a client gone or one that is not reading."""
         cycle = self._cycle()
         if cycle is None or cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
             return False
         says_close = False
-        parts = [STATUS_LINE[status]]
+        parts: list[bytes | memoryview] = [STATUS_LINE[status]]
         for name, value in (*cycle.default_headers, *headers):
             if name == b"connection" and b"close" in value.lower():
                 says_close = True

@@ -86,7 +86,7 @@ async def infer(
     channel: DirectChannel | None,
     name: str,
     version: str,
-) -> tuple[int, list[tuple[bytes, bytes]], list[bytes]]:
+) -> tuple[int, list[tuple[bytes, bytes]], list[bytes | memoryview]]:
     """Run one infer request; returns status, headers and the body's parts."""
     body = await read_body(receive, state, limits.max_input_size, watch, _refusal(headers))
     body = await decompress(body, headers.get("content-encoding"), limits.max_input_size)
