@@ -55,6 +55,7 @@ from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import InstanceRunner
 from naiad.server_handle import ServerHandle
 from naiad.sinks import BlockingSink, CallbackSink, LoopSink
+from naiad.suggestions import SuggestingError, close_matches
 from naiad.tensor import MemoryKind, Tensor
 from naiad.tensor_instance import Arrays, TensorInstance
 
@@ -103,9 +104,11 @@ __all__ = [
     "SchedulerContext",
     "ServerHandle",
     "ServingModel",
+    "SuggestingError",
     "Tensor",
     "TensorInstance",
     "build_scheduler",
+    "close_matches",
     "config_from_json",
     "config_to_json",
     "config_to_json_dict",

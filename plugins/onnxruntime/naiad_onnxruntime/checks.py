@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from naiad.backend import DataType, ErrorCode, ModelConfig, ModelInput, ModelOutput, ModelSequenceBatching, NaiadError
+from naiad.backend import (
+    DataType,
+    ErrorCode,
+    ModelConfig,
+    ModelInput,
+    ModelOutput,
+    ModelSequenceBatching,
+    NaiadError,
+    SuggestingError,
+    close_matches,
+)
 from naiad_onnxruntime.tensors import ONNX_TO_CONFIG, ModelIO, TensorInfo, shape_text
 
 _CONTROL_TYPES = {
@@ -42,6 +52,12 @@ class _Checker:
     def fail(self, message: str) -> NaiadError:
         return NaiadError(f"{message} (model file '{self.model_file}')", ErrorCode.INVALID_ARG)
 
+    def unknown(self, message: str, name: str, allowed: list[str]) -> SuggestingError:
+        """:meth:`fail` for a tensor the model does not have, with the names it may mean (``naiad check``)."""
+        return SuggestingError(
+            f"{message} (model file '{self.model_file}')", name=name, suggestions=close_matches(name, allowed)
+        )
+
     def input_count(self) -> None:
         expected = sum(1 for model_input in self.config.input if not model_input.optional)
         expected += len(self.config.batch_input)
@@ -64,9 +80,11 @@ class _Checker:
         info = self.io.input(name)
         if info is None:
             allowed = sorted(t.name for t in (*self.io.inputs, *self.io.initializers))
-            raise self.fail(
+            raise self.unknown(
                 f"unable to load model '{self.name}', unexpected inference input '{name}',"
-                f" allowed inputs are: {', '.join(allowed)}"
+                f" allowed inputs are: {', '.join(allowed)}",
+                name,
+                allowed,
             )
         self.datatype("input", name, model_input.data_type, info)
         dims = list(model_input.reshape.shape if model_input.HasField("reshape") else model_input.dims)
@@ -89,9 +107,11 @@ class _Checker:
         info = self.io.output(name)
         if info is None:
             allowed = sorted(t.name for t in self.io.outputs)
-            raise self.fail(
+            raise self.unknown(
                 f"unable to load model '{self.name}', unexpected inference output '{name}',"
-                f" allowed outputs are: {', '.join(allowed)}"
+                f" allowed outputs are: {', '.join(allowed)}",
+                name,
+                allowed,
             )
         self.datatype("output", name, model_output.data_type, info)
         if not is_batch_output:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -82,3 +86,22 @@ def test_a_broken_model_is_unavailable_with_its_reason(server: ServerProcess, mo
     failures = [line for line in server.logs().splitlines() if f"model '{model}' version 1 failed to load" in line]
     assert failures, server.logs()
     assert BROKEN[model] in failures[0]
+
+
+def test_naiad_check_suggests_the_tensor_a_misspelled_config_name_means(tmp_path: Path) -> None:
+    repo = tmp_path / "models"
+    config = "max_batch_size: 4\n" + _ADD_SUB_IO.format(input0="INPTU0", dtype="TYPE_FP32", dim="4")
+    write_model(repo, "misspelled", onnx_models.add_sub(), config)
+    checked = subprocess.run(
+        [sys.executable, "-m", "naiad", "check", str(repo), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert checked.returncode == 1, checked.stderr
+    (problem,) = json.loads(checked.stdout)["problems"]
+    assert problem["model"] == "misspelled"
+    assert "unexpected inference input 'INPTU0', allowed inputs are: INPUT0, INPUT1" in problem["message"]
+    assert problem["suggestion"] == "INPUT0"
+    assert problem["fix"] == "replace 'INPTU0' with 'INPUT0'"

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from naiad.backend import ModelConfig, ModelInput, ModelOutput, NaiadError, invalid_arg
+from naiad.backend import ModelConfig, ModelInput, ModelOutput, NaiadError, SuggestingError, close_matches, invalid_arg
 from naiad_openvino import elements, shapes
 from naiad_openvino.parameters import OpenVinoOptions
 from naiad_openvino.reader import ov_message
@@ -140,9 +140,11 @@ class _Preparer:
         indices: dict[str, int] = {}
         for tensor in tensors:
             if tensor.name not in by_name:
-                raise invalid_arg(
+                raise SuggestingError(
                     f"model '{self.config.name}': unexpected inference {kind} '{tensor.name}', allowed {kind}s are: "
-                    f"{_names(ports)} (the {kind}s of '{self.source}'); fix the name in config.pbtxt"
+                    f"{_names(ports)} (the {kind}s of '{self.source}'); fix the name in config.pbtxt",
+                    name=tensor.name,
+                    suggestions=close_matches(tensor.name, by_name),
                 )
             indices[tensor.name] = by_name[tensor.name]
         return indices

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from naiad.backend import DataType, ErrorCode, ModelConfig, ModelInput, ModelOutput, NaiadError
+from naiad.backend import DataType, ModelConfig, ModelInput, ModelOutput, SuggestingError, close_matches
 from naiad_tensorrt.autocomplete import supported_max_batch_size
 from naiad_tensorrt.description import EngineDescription, EngineTensor, shape_text
 from naiad_tensorrt.profiles import used_profiles
@@ -30,10 +30,12 @@ class _Checker:
         self.profiles = used_profiles(config, len(engine.profiles))
         self.batching = config.max_batch_size > 0
 
-    def fail(self, message: str) -> NaiadError:
-        return NaiadError(
+    def fail(self, message: str, *, name: str = "", suggestions: Sequence[str] = ()) -> SuggestingError:
+        """The refusal; ``name`` and ``suggestions`` for a tensor the engine lacks and those it may mean."""
+        return SuggestingError(
             f"unable to load model '{self.config.name}': {message} (model file '{self.model_file}')",
-            ErrorCode.INVALID_ARG,
+            name=name,
+            suggestions=suggestions,
         )
 
     def run(self) -> None:
@@ -71,8 +73,12 @@ class _Checker:
         for item in items:
             tensor = next((t for t in tensors if t.name == item.name), None)
             if tensor is None:
-                allowed = ", ".join(t.name for t in tensors)
-                raise self.fail(f"unexpected inference {kind} '{item.name}', allowed {kind}s are: {allowed}")
+                names = [t.name for t in tensors]
+                raise self.fail(
+                    f"unexpected inference {kind} '{item.name}', allowed {kind}s are: {', '.join(names)}",
+                    name=item.name,
+                    suggestions=close_matches(item.name, names),
+                )
             configured = DataType.Name(item.data_type)
             if configured != tensor.config_type:
                 raise self.fail(
