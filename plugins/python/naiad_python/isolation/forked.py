@@ -95,10 +95,13 @@ class Template:
         try:
             while True:
                 message, _fds = self._channel.receive()
-                if message["op"] == "forked":
+                if message["op"] in ("forked", "failed"):
                     with self._lock:
                         future = self._forks.pop(message["token"])
-                    future.set_result(message["pid"])
+                    if message["op"] == "forked":
+                        future.set_result(message["pid"])
+                    else:
+                        future.set_exception(OSError(f"the template process could not fork: {message['message']}"))
                 elif message["op"] == "exited":
                     self._ended(message["pid"], message["status"])
         except ChannelClosed:

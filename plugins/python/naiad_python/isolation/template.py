@@ -42,7 +42,13 @@ def main(argv: Sequence[str]) -> None:
                     _drain(wake_read)
                     continue
                 message, fds = channel.receive()
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError as error:  # no memory or process slot: this worker fails, the others stay
+                    for fd in fds:
+                        os.close(fd)
+                    channel.send({"op": "failed", "token": message["token"], "message": str(error)})
+                    continue
                 if pid == 0:
                     selector.close()
                     for fd in (wake_read, wake_write):
