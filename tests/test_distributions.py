@@ -154,5 +154,6 @@ def test_the_wheels_install_into_a_clean_venv_and_serve(wheels: list[Path], tmp_
         tensor = httpclient.InferInput("X", [3], "FP32")
         tensor.set_data_from_numpy(np.array([1, 2, 3], dtype=np.float32))
         np.testing.assert_array_equal(client.infer("add_one", [tensor]).as_numpy("Y"), [2, 3, 4])
+        client.close()
     finally:
         server.stop()

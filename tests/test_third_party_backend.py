@@ -4,6 +4,7 @@ and serve commands, run as written in a fresh virtual environment."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -85,7 +86,8 @@ def test_the_tutorial_backend_is_discovered_and_serves(
     np.testing.assert_array_equal(client.infer("tripler", [tensor]).as_numpy("Y"), data * 3)
     grpc_tensor = grpcclient.InferInput("X", [2, 3], "FP32")
     grpc_tensor.set_data_from_numpy(data)
-    doubled = grpcclient.InferenceServerClient(server.grpc_url).infer("doubler", [grpc_tensor])
+    with contextlib.closing(grpcclient.InferenceServerClient(server.grpc_url)) as grpc_client:
+        doubled = grpc_client.infer("doubler", [grpc_tensor])
     np.testing.assert_array_equal(doubled.as_numpy("Y"), data * 2)
 
     assert client.get_model_metadata("tripler")["platform"] == "scale_factor"
@@ -101,6 +103,7 @@ def test_the_tutorial_backend_is_discovered_and_serves(
     assert 'scale_requests{model="tripler"} 1\n' in metrics
     assert 'scale_requests{model="doubler"} 1\n' in metrics
     stats = client.get_inference_statistics("tripler")["model_stats"][0]["inference_stats"]
+    client.close()
     assert int(stats["compute_input"]["ns"]) > 0  # the execution report splits the phases
     assert int(stats["compute_output"]["ns"]) > 0
 
@@ -113,7 +116,8 @@ def test_a_model_without_a_factor_fails_with_the_tutorials_message(
     model_repository.add_model("nothing", f'platform: "scale_factor"\n{SHAPE}', {"1/.keep": ""})
     path = os.pathsep.join([str(installed_backend), os.environ.get("PYTHONPATH", "")])
     server = naiad_server(model_repository.root, env={"PYTHONPATH": path})
-    index = httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
+    with contextlib.closing(httpclient.InferenceServerClient(server.http_url)) as index_client:
+        index = index_client.get_model_repository_index()
     (entry,) = index
     assert entry["state"] == "UNAVAILABLE"
     assert entry["reason"] == (

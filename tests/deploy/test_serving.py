@@ -91,6 +91,7 @@ def test_naiad_serves_with_the_manifest_arguments(manifest_server: tuple[NaiadCo
     request = httpclient.InferInput("INPUT0", [1, 4], "FP32")
     request.set_data_from_numpy(np.arange(4, dtype=np.float32).reshape(1, 4))
     result = client.infer("identity", [request])
+    client.close()
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), [[0, 1, 2, 3]])
 
     status, text = _get(f"http://127.0.0.1:{server.metrics_port}/metrics")

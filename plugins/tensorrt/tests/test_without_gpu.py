@@ -6,6 +6,7 @@ fails for what is missing there (TensorRT) or because TensorRT cannot deserializ
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from collections.abc import Iterator
 
@@ -63,10 +64,12 @@ def test_the_other_model_serves_over_http_and_grpc(server: ServerProcess) -> Non
     tensor = httpclient.InferInput("INPUT0", [2, 4], "FP32")
     tensor.set_data_from_numpy(data)
     np.testing.assert_array_equal(http.infer("identity", [tensor]).as_numpy("OUTPUT0"), data)
+    http.close()
     grpc = grpcclient.InferenceServerClient(server.grpc_url)
     grpc_tensor = grpcclient.InferInput("INPUT0", [2, 4], "FP32")
     grpc_tensor.set_data_from_numpy(data)
     np.testing.assert_array_equal(grpc.infer("identity", [grpc_tensor]).as_numpy("OUTPUT0"), data)
+    grpc.close()
 
 
 @pytest.mark.parametrize("model", sorted(PLANS))
@@ -74,6 +77,7 @@ def test_a_plan_is_unavailable_with_the_reason(server: ServerProcess, model: str
     client = httpclient.InferenceServerClient(server.http_url)
     assert not client.is_model_ready(model)
     index = {entry["name"]: entry for entry in client.get_model_repository_index()}
+    client.close()
     assert index[model]["state"] == "UNAVAILABLE"
     assert _expected_reason(model) in index[model]["reason"]
     failures = [line for line in server.logs().splitlines() if f"model '{model}' version 1 failed to load" in line]
@@ -82,7 +86,8 @@ def test_a_plan_is_unavailable_with_the_reason(server: ServerProcess, model: str
 
 
 def test_the_reason_says_what_to_do(server: ServerProcess) -> None:
-    reason = httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
+    with contextlib.closing(httpclient.InferenceServerClient(server.http_url)) as client:
+        reason = client.get_model_repository_index()
     text = next(entry["reason"] for entry in reason if entry["name"] == "by_platform")
     if gpu_count() == 0:
         assert (
