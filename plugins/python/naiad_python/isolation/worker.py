@@ -55,6 +55,7 @@ class Worker:
         self.instance: Any = None
         self.running: dict[int, InferenceRequest] = {}
         self.helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="naiad-python-worker")
+        self._sending = threading.Lock()  # responses from other threads: arena write and send together
         self.calls = ServerCalls(channel)  # pb_utils calls into the server; replies come on the control socket
         self.bls = BlsClient(self.calls, channel, self.outputs, self._bls_flush, self._key_of)
         # Responses a non-decoupled batch sends on the main thread go out with "executed", in one message.
@@ -217,26 +218,37 @@ class Worker:
             if fd is not None:
                 os.close(fd)
 
+    def _write(self, reply: Message, response: Any, flush: Any) -> int | None:
+        """Put the response's tensors in the arena, their place in ``reply``; the new arena's descriptor, if any."""
+        reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs, flush)
+        return fd
+
+    def _deliver_held(self, reply: Message, response: Any) -> None:
+        """A response of the batch running on the main thread: held for "executed" while it can be."""
+        fd = None if response is None else self._write(reply, response, self._send_held)
+        if self._held is not None and (fd is None or all(f is None for _, f in self._held)):
+            self._held.append((reply, fd))  # at most one new arena per held batch
+            return
+        self._send_held()
+        self._send(reply, fd)
+
     def _forwarder(self, key: int) -> Any:
         def deliver(event: ResponseEvent) -> None:
             holding = self._held is not None and threading.get_ident() == self._main
             response = event.response
             reply: Message = {"op": "response", "key": key, "final": event.final}
-            fd = None
             if response is not None:
                 if response.error is not None:
                     reply["error"] = (response.error.message, response.error.code.name)
                 reply["parameters"] = dict(response.parameters)
-                flush = self._send_held if holding else None
-                reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs, flush)
+            if holding:
+                self._deliver_held(reply, response)
+            else:  # written and sent in one step: a message naming a new arena never overtakes its descriptor
+                with self._sending:
+                    fd = None if response is None else self._write(reply, response, None)
+                    self._send(reply, fd)
             if event.final:
                 self.running.pop(key, None)
-            if holding and self._held is not None and (fd is None or all(f is None for _, f in self._held)):
-                self._held.append((reply, fd))  # at most one new arena per held batch
-                return
-            if holding:
-                self._send_held()
-            self._send(reply, fd)
 
         return deliver
 
