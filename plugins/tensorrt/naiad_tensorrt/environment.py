@@ -23,23 +23,25 @@ def require_gpu(model: str, model_file: str) -> None:
 
 def import_tensorrt(what: str) -> ModuleType:
     """The ``tensorrt`` module; UNAVAILABLE naming ``what`` needed it and how to install it."""
-    try:
-        return importlib.import_module("tensorrt")
-    except ImportError as error:
-        raise NaiadError(
-            f"{what} needs TensorRT's Python package, which is not installed ({error}). On the GPU machine run:"
-            f" {INSTALL} (it brings TensorRT 10 and cuda-python)",
-            ErrorCode.UNAVAILABLE,
-        ) from None
+    return _import(
+        "tensorrt",
+        f"{what} needs TensorRT's Python package, which is not installed",
+        " (it brings TensorRT 10 and cuda-python)",
+    )
 
 
 def import_cuda_runtime(what: str) -> ModuleType:
     """``cuda.bindings.runtime`` (cuda-python); UNAVAILABLE naming ``what`` needed it and how to install it."""
+    return _import(
+        "cuda.bindings.runtime",
+        f"{what} needs cuda-python's CUDA runtime bindings (cuda.bindings), which are not installed",
+    )
+
+
+def _import(module: str, missing: str, after_install: str = "") -> ModuleType:
     try:
-        return importlib.import_module("cuda.bindings.runtime")
+        return importlib.import_module(module)
     except ImportError as error:
         raise NaiadError(
-            f"{what} needs cuda-python's CUDA runtime bindings (cuda.bindings), which are not installed ({error})."
-            f" On the GPU machine run: {INSTALL}",
-            ErrorCode.UNAVAILABLE,
+            f"{missing} ({error}). On the GPU machine run: {INSTALL}{after_install}", ErrorCode.UNAVAILABLE
         ) from None
