@@ -224,6 +224,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository.add_python_model("faulty", FAULTY, FAULTY_CONFIG)
     repository.add_python_model("add_sub_process", ADD_SUB, ADD_SUB_CONFIG + PROCESS)
     repository.add_python_model("add_sub_thread", ADD_SUB, ADD_SUB_CONFIG + PROCESS.replace('"process"', '"thread"'))
+    repository.add_python_model("add_sub_wide", ADD_SUB, ADD_SUB_CONFIG.replace("[ 4 ]", "[ -1 ]") + PROCESS)
     repository.add_python_model("repeat", REPEAT, REPEAT_CONFIG)
     repository.add_python_model("broken", BROKEN_INIT, IDENTITY_CONFIG + PROCESS)
     repository.add_python_model("until_cancelled", UNTIL_CANCELLED, UNTIL_CANCELLED_CONFIG)
@@ -303,6 +304,25 @@ def test_concurrent_requests_are_batched_and_each_gets_its_rows(server: ServerPr
         pending.append(client.async_infer("add_sub_process", tensors))
     for array, request in zip(inputs, pending, strict=True):
         np.testing.assert_array_equal(request.get_result(timeout=60).as_numpy("OUTPUT0"), array * 2)
+    client.close()
+
+
+def test_a_batch_whose_responses_outgrow_their_arena_answers_every_request(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url, concurrency=8)
+    inputs = [np.full((1, 150_000), index, np.float32) for index in range(8)]  # 1.2 MB per response
+    pending = []
+    for array in inputs:
+        tensors = [
+            httpclient.InferInput("INPUT0", list(array.shape), "FP32"),
+            httpclient.InferInput("INPUT1", list(array.shape), "FP32"),
+        ]
+        tensors[0].set_data_from_numpy(array)
+        tensors[1].set_data_from_numpy(array)
+        pending.append(client.async_infer("add_sub_wide", tensors))
+    for array, request in zip(inputs, pending, strict=True):
+        result = request.get_result(timeout=60)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), array * 2)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), array * 0)
     client.close()
 
 

@@ -8,6 +8,10 @@ message too large for the arena comes with a new, larger one, up to :data:`ONESH
 message gets a memfd of its own (a negative arena id) that neither side keeps: the writer unmaps it at
 once, the reader's mapping goes with the last tensor viewing it, so a 1 GiB request leaves nothing
 resident behind it.
+
+A :class:`ScratchArena` holds the responses one batch's ``execute`` returned: they go to the server with
+the news that the batch ended, the server copies them out before it sends the next batch, so the arena
+is free again at each batch without a release message.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import itertools
 import mmap
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -56,31 +60,24 @@ class WriteArena:
         self._head = 0
         self._unreleased = 0
 
-    def write(
-        self, tensors: Sequence[Tensor], before_waiting: Callable[[], None] | None = None
-    ) -> tuple[int, list[TensorSpec], int | None]:
+    def write(self, tensors: Sequence[Tensor]) -> tuple[int, list[TensorSpec], int | None]:
         """Copy ``tensors`` in; returns the arena id, their specs, and a descriptor to pass along when
         the arena is new (the caller closes it after sending). Blocks while the reader still holds
-        messages and there is no room; ``before_waiting`` runs first (to send messages held back)."""
+        messages and there is no room."""
         arrays = [_wire(tensor) for tensor in tensors]
         needed = sum(_aligned(array.nbytes) for array in arrays)
         if needed > ONESHOT_ABOVE:
-            return self._oneshot(tensors, arrays, needed)
+            written = _oneshot(tensors, arrays, needed)
+            with self._condition:
+                self._unreleased += 1  # released like any other message
+            return written
         fd = None
         with self._condition:
             if self._map is None or self._head + needed > self._size:
                 while self._unreleased:  # the reader still holds offsets into this arena
-                    if before_waiting is not None:
-                        flush, before_waiting = before_waiting, None
-                        self._condition.release()
-                        try:
-                            flush()
-                        finally:
-                            self._condition.acquire()
-                        continue
                     self._condition.wait()
                 if self._map is None or needed > self._size:
-                    fd = self._replace(max(MIN_ARENA, 1 << (needed - 1).bit_length()))
+                    fd = self._replace(_arena_size(needed))
                 else:
                     self._head = 0
             assert self._map is not None
@@ -88,22 +85,6 @@ class WriteArena:
             self._head += needed
             self._unreleased += 1
             return self._id, specs, fd
-
-    def _oneshot(
-        self, tensors: Sequence[Tensor], arrays: Sequence[npt.NDArray[Any]], size: int
-    ) -> tuple[int, list[TensorSpec], int]:
-        """A memfd for this message alone, written and unmapped here; it still counts as unreleased."""
-        fd = os.memfd_create("naiad-python-message", os.MFD_CLOEXEC)
-        try:
-            os.ftruncate(fd, size)
-            with mmap.mmap(fd, size) as mapped:
-                specs = _copy_in(mapped, tensors, arrays, 0)
-        except BaseException:
-            os.close(fd)
-            raise
-        with self._condition:
-            self._unreleased += 1
-        return -next(_ids), specs, fd
 
     def released(self, count: int = 1) -> None:
         """The reader is done with ``count`` more messages."""
@@ -125,6 +106,67 @@ class WriteArena:
             if self._map is not None:
                 self._map.close()
                 self._map = None
+
+
+class ScratchArena:
+    """The writing side for one batch's returned responses: never waits, starts over at each batch.
+
+    Only the thread that runs batches writes it. When a batch's responses outgrow it, a larger arena
+    takes its place mid-batch (the reader maps each new arena as it reaches the first response in it).
+    """
+
+    def __init__(self) -> None:
+        self._id = 0
+        self._map: mmap.mmap | None = None
+        self._size = 0
+        self._head = 0
+
+    def begin_batch(self) -> None:
+        """The reader has copied out every response of the previous batch: reuse the space."""
+        self._head = 0
+
+    def write(self, tensors: Sequence[Tensor]) -> tuple[int, list[TensorSpec], int | None]:
+        """Copy ``tensors`` in, as :meth:`WriteArena.write` does, without ever waiting."""
+        arrays = [_wire(tensor) for tensor in tensors]
+        needed = sum(_aligned(array.nbytes) for array in arrays)
+        if needed > ONESHOT_ABOVE:
+            return _oneshot(tensors, arrays, needed)
+        fd = None
+        if self._map is None or self._head + needed > self._size:
+            fd = os.memfd_create("naiad-python-arena", os.MFD_CLOEXEC)
+            size = _arena_size(max(needed, 2 * self._size))
+            os.ftruncate(fd, size)
+            if self._map is not None:
+                self._map.close()
+            self._map = mmap.mmap(fd, size)
+            self._id, self._size, self._head = next(_ids), size, 0
+        specs = _copy_in(self._map, tensors, arrays, self._head)
+        self._head += needed
+        return self._id, specs, fd
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+def _arena_size(needed: int) -> int:
+    return max(MIN_ARENA, 1 << (needed - 1).bit_length())
+
+
+def _oneshot(
+    tensors: Sequence[Tensor], arrays: Sequence[npt.NDArray[Any]], size: int
+) -> tuple[int, list[TensorSpec], int]:
+    """A memfd for one message alone (a negative id), written and unmapped here."""
+    fd = os.memfd_create("naiad-python-message", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, size)
+        with mmap.mmap(fd, size) as mapped:
+            specs = _copy_in(mapped, tensors, arrays, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return -next(_ids), specs, fd
 
 
 def _copy_in(

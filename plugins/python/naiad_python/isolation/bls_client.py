@@ -52,13 +52,11 @@ class BlsClient:
         calls: ServerCalls,
         channel: Channel,
         arena: WriteArena,
-        flush: Callable[[], Callable[[], None] | None],
         key_of: Callable[[InferenceRequest], int | None],
     ) -> None:
         self._calls = calls
         self._channel = channel
         self._arena = arena  # the worker's arena, shared with the responses it sends
-        self._flush = flush  # what to send first when the arena is full (responses held back), if any
         self._key_of = key_of  # the server's key for a request of the running batch
         self._ids = itertools.count(1)
         self._sinks: dict[int, ResponseSink] = {}
@@ -83,7 +81,7 @@ class BlsClient:
         bls_id = next(self._ids)
         with self._lock:
             self._sinks[bls_id] = sink
-        arena, specs, fd = self._arena.write(inputs, self._flush())
+        arena, specs, fd = self._arena.write(inputs)
         request: Message = {
             "bls": bls_id,
             "model": model,

@@ -3,10 +3,13 @@
 ``execute`` writes the batch's inputs into its arena, sends the batch and waits until the worker's
 ``execute`` returned; the responses that ``execute`` returned (or sent on its thread) come with that
 news and go out from the batch's own thread, as in the server process, so a client that has its
-response finds the request in the statistics. Responses sent at other times (decoupled models) go out
-from the reader thread, as they come. A worker that dies (SIGKILL, a segfault, ``os._exit``) fails its requests in
-flight with an error naming the model and the instance; the instance reports not ready and starts a
-new worker, waiting longer each time one dies soon after starting.
+response finds the request in the statistics. For a model that is not decoupled that news comes on the
+control socket, which the batch's thread reads itself (no hand-off between threads); a decoupled
+model's comes on the work socket after the responses it sent, and the reader thread passes it on.
+Responses sent at other times (decoupled models) go out from the reader thread, as they come. A
+worker that dies (SIGKILL, a segfault, ``os._exit``) fails its requests in flight with an error naming
+the model and the instance; the instance reports not ready and starts a new worker, waiting longer
+each time one dies soon after starting.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import itertools
 import logging
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -62,6 +66,7 @@ class _Worker:
         self.control = control  # releases, cancellations, readiness checks out
         self.inputs = WriteArena()
         self.outputs = ReadArena()
+        self.returned = ReadArena()  # a non-decoupled batch's responses, read by the batch's thread
         self.bls = BlsRequests(control)  # the BLS requests it made
         self.started = time.monotonic()
         self.killed_because = ""  # set when the server killed it on purpose
@@ -89,12 +94,13 @@ class _Worker:
 class _Batch:
     """A batch running in the worker: its requests, and the worker's ``executed`` message once it came."""
 
-    __slots__ = ("done", "executed", "requests")
+    __slots__ = ("done", "executed", "fds", "requests")
 
     def __init__(self, requests: Sequence[InferenceRequest]) -> None:
         self.requests = requests
         self.done = threading.Event()
         self.executed: Message | None = None
+        self.fds: list[int] = []  # the new scratch arenas its responses are in, in order
 
 
 class IsolatedInstance(ModelInstance):
@@ -105,6 +111,7 @@ class IsolatedInstance(ModelInstance):
         self.model_name = context.model_name
         self._model = model
         self._context = context
+        self._decoupled = context.config.model_transaction_policy.decoupled
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
         self._pending: dict[int, InferenceRequest] = {}
@@ -189,13 +196,11 @@ class IsolatedInstance(ModelInstance):
     def _dispatch(self, worker: _Worker, message: Message, fds: list[int]) -> None:
         op = message["op"]
         if op == "response":
-            self._adopt(worker, message, fds)
-            self._respond(worker, message)
+            self._adopt(worker.outputs, message, fds)
+            self._respond(worker.outputs, message)
             if "arena" in message:
                 worker.control.send({"op": "released", "count": 1})
-        elif op == "executed":
-            for reply in message["responses"]:  # arenas in the order they came, on this thread
-                self._adopt(worker, reply, fds)
+        elif op == "executed":  # a decoupled model's: it returned no responses
             worker.inputs.released()
             with self._lock:
                 batch = self._batches.pop(message["batch"])
@@ -232,16 +237,16 @@ class IsolatedInstance(ModelInstance):
         )
 
     @staticmethod
-    def _adopt(worker: _Worker, message: Message, fds: list[int]) -> None:
+    def _adopt(arena: ReadArena, message: Message, fds: list[int]) -> None:
         """Map the arena a response's tensors are in, if it is new (``fds``: the new arenas, in order)."""
-        if "arena" in message and message["arena"] != worker.outputs.arena_id:
-            worker.outputs.adopt(message["arena"], fds.pop(0))
+        if "arena" in message and message["arena"] != arena.arena_id:
+            arena.adopt(message["arena"], fds.pop(0))
 
-    def _respond(self, worker: _Worker, message: Message) -> None:
-        """Deliver one response of the worker's to its request (its arena mapped)."""
+    def _respond(self, arena: ReadArena, message: Message) -> None:
+        """Deliver one response of the worker's to its request (``arena`` mapped)."""
         outputs = []
         if "arena" in message:
-            outputs = worker.outputs.tensors(message["arena"], message["outputs"], copy=True)
+            outputs = arena.tensors(message["arena"], message["outputs"], copy=True)
         error = None
         if "error" in message:
             text, code = message["error"]
@@ -380,26 +385,42 @@ class IsolatedInstance(ModelInstance):
             if fd is not None:
                 os.close(fd)
         timeout = _execute_timeout(requests)
-        if not batch.done.wait(None if timeout is None else timeout + HANG_GRACE_S) and timeout is not None:
+        limit = None if timeout is None else timeout + HANG_GRACE_S
+        finished = batch.done.wait(limit) if self._decoupled else self._await_executed(worker, batch, limit)
+        if not finished and timeout is not None:
             worker.killed_because = (
                 f"it was killed: execute ran {HANG_GRACE_S:.0f} s past the requests' timeout of {timeout * 1000:.0f} ms"
             )
             worker.process.kill()
             batch.done.wait()
         if batch.executed is not None:
-            self._finish(worker, batch.executed, requests)
+            self._finish(worker, batch, requests)
 
-    def _finish(self, worker: _Worker, executed: Message, requests: Sequence[InferenceRequest]) -> None:
-        """Send the responses the batch's ``execute`` returned, release their arena space, report compute."""
-        for request, (start, end) in zip(requests, executed["compute"], strict=True):
+    def _await_executed(self, worker: _Worker, batch: _Batch, limit: float | None) -> bool:
+        """Read the batch's end from the control socket on this thread; False if ``limit`` s passed first.
+
+        A worker that dies on the way fails the batch from the reader thread, which this waits for."""
+        if limit is not None and not select.select([worker.control.sock], [], [], limit)[0]:
+            return False
+        try:
+            message, fds = worker.control.receive()
+        except ChannelClosed:
+            return batch.done.wait(limit)
+        with self._lock:
+            self._batches.pop(message["batch"], None)
+        worker.inputs.released()
+        batch.executed, batch.fds = message, fds
+        return True
+
+    def _finish(self, worker: _Worker, batch: _Batch, requests: Sequence[InferenceRequest]) -> None:
+        """Report the batch's compute, then send the responses its ``execute`` returned (a decoupled
+        model's returns none); the worker reuses their space at its next batch."""
+        assert batch.executed is not None
+        for request, (start, end) in zip(requests, batch.executed["compute"], strict=True):
             request.report_compute(start, end)
-        held = executed["responses"]
-        for reply in held:
-            self._respond(worker, reply)
-        released = sum(1 for reply in held if "arena" in reply)
-        if released:
-            with contextlib.suppress(ChannelClosed):
-                worker.control.send({"op": "released", "count": released})
+        for reply in batch.executed["responses"]:
+            self._adopt(worker.returned, reply, batch.fds)
+            self._respond(worker.returned, reply)
 
     def _cancel(self, worker: _Worker, key: int) -> None:
         with contextlib.suppress(ChannelClosed):

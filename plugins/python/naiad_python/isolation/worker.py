@@ -6,9 +6,10 @@ It runs a model's ``auto_complete_config`` (a throw-away worker), or loads the m
 arrives on the work socket, in order: the load, each batch (its inputs read-only views of the server's
 arena, which the instance copies before ``execute`` sees them) and finalize. A second thread reads the
 control socket, so releases, cancellations, readiness checks and the server's replies (to ``pb_utils``
-calls, BLS responses) are heard while a batch runs. Everything the worker says, responses from any
-thread at any time (decoupled models) included, goes back on the work socket, with tensors in the
-worker's own arena.
+calls, BLS responses) are heard while a batch runs. What the worker says goes back on the work socket,
+with tensors in the worker's own arena, except the end of a batch of a model that is not decoupled:
+that, with the responses its ``execute`` returned (their tensors in a scratch arena of their own), goes
+back on the control socket, where the thread that sent the batch waits for it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from naiad.backend import (
     ResponseEvent,
     ResponseSender,
 )
-from naiad_python.isolation.arena import ReadArena, WriteArena
+from naiad_python.isolation.arena import ReadArena, ScratchArena, WriteArena
 from naiad_python.isolation.bls_client import BlsClient
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 from naiad_python.isolation.log_forwarding import ForwardingHandler
@@ -52,12 +53,13 @@ class Worker:
         self.control = control  # releases, cancellations and readiness checks in
         self.inputs = ReadArena()
         self.outputs = WriteArena()
+        self.returned = ScratchArena()  # the responses of a non-decoupled batch, sent with its end
         self.instance: Any = None
         self.running: dict[int, InferenceRequest] = {}
         self.helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="naiad-python-worker")
         self._sending = threading.Lock()  # responses from other threads: arena write and send together
         self.calls = ServerCalls(channel)  # pb_utils calls into the server; replies come on the control socket
-        self.bls = BlsClient(self.calls, channel, self.outputs, self._bls_flush, self._key_of)
+        self.bls = BlsClient(self.calls, channel, self.outputs, self._key_of)
         # Responses a non-decoupled batch sends on the main thread go out with "executed", in one message.
         self._held: list[tuple[Message, int | None]] | None = None
         self._main = threading.get_ident()
@@ -180,7 +182,9 @@ class Worker:
             )
             self.running[key] = request
             requests.append(request)
-        if not self.instance.decoupled:
+        decoupled = self.instance.decoupled
+        if not decoupled:
+            self.returned.begin_batch()
             self._held = []
         try:
             self.instance.execute(requests)
@@ -190,26 +194,15 @@ class Worker:
             fds = [fd for _, fd in held if fd is not None]
             executed = {"op": "executed", "batch": message["batch"], "compute": compute}
             executed["responses"] = [reply for reply, _ in held]
-            try:
-                self.channel.send(executed, fds or None)
+            try:  # a decoupled batch's end follows the responses it sent, on the same socket
+                (self.channel if decoupled else self.control).send(executed, fds or None)
             finally:
                 for fd in fds:
                     os.close(fd)
 
-    def _bls_flush(self) -> Any:
-        """What a BLS request must send before waiting for arena space: the batch's held responses, when
-        it is made on the thread that holds them."""
-        return self._send_held if self._held is not None and threading.get_ident() == self._main else None
-
     def _key_of(self, request: InferenceRequest) -> int | None:
         """The server's key for ``request`` (of the running batch), so the server knows a BLS parent."""
         return next((key for key, running in list(self.running.items()) if running is request), None)
-
-    def _send_held(self) -> None:
-        """Send the responses held back so far (the arena is full and the server must release them)."""
-        held, self._held = self._held or [], []
-        for reply, fd in held:
-            self._send(reply, fd)
 
     def _send(self, reply: Message, fd: int | None) -> None:
         try:
@@ -217,20 +210,6 @@ class Worker:
         finally:
             if fd is not None:
                 os.close(fd)
-
-    def _write(self, reply: Message, response: Any, flush: Any) -> int | None:
-        """Put the response's tensors in the arena, their place in ``reply``; the new arena's descriptor, if any."""
-        reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs, flush)
-        return fd
-
-    def _deliver_held(self, reply: Message, response: Any) -> None:
-        """A response of the batch running on the main thread: held for "executed" while it can be."""
-        fd = None if response is None else self._write(reply, response, self._send_held)
-        if self._held is not None and (fd is None or all(f is None for _, f in self._held)):
-            self._held.append((reply, fd))  # at most one new arena per held batch
-            return
-        self._send_held()
-        self._send(reply, fd)
 
     def _forwarder(self, key: int) -> Any:
         def deliver(event: ResponseEvent) -> None:
@@ -241,11 +220,17 @@ class Worker:
                 if response.error is not None:
                     reply["error"] = (response.error.message, response.error.code.name)
                 reply["parameters"] = dict(response.parameters)
-            if holding:
-                self._deliver_held(reply, response)
+            if holding:  # sent with the batch's end; its tensors in the scratch arena
+                assert self._held is not None
+                fd = None
+                if response is not None:
+                    reply["arena"], reply["outputs"], fd = self.returned.write(response.outputs)
+                self._held.append((reply, fd))
             else:  # written and sent in one step: a message naming a new arena never overtakes its descriptor
                 with self._sending:
-                    fd = None if response is None else self._write(reply, response, None)
+                    fd = None
+                    if response is not None:
+                        reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs)
                     self._send(reply, fd)
             if event.final:
                 self.running.pop(key, None)
