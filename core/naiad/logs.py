@@ -87,6 +87,14 @@ def model_context(model: str, version: int) -> Iterator[None]:
         _context.reset(token)
 
 
+def model_logging_context(model: str, version: int) -> contextvars.Context:
+    """A copy of the current context whose records name ``model`` and ``version``: run callbacks and
+    tasks in it (``loop.call_soon(..., context=...)``) to have what they log say so."""
+    context = contextvars.copy_context()
+    context.run(_context.set, (model, version))
+    return context
+
+
 def bind_threads(threads: Iterable[threading.Thread], model: str, version: int) -> list[int]:
     """Records logged from ``threads`` name ``model`` and ``version``; returns their idents."""
     idents = [thread.ident for thread in threads if thread.ident is not None]

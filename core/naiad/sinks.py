@@ -18,6 +18,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from typing import Protocol
 
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import InferenceResponse, ResponseEvent
@@ -47,6 +48,12 @@ class HeldWakeups:
                 inbox.wake()
 
 
+class Arrival(Protocol):
+    """What a :class:`LoopInbox` hands events to, on its loop (a :class:`LoopSink`, or a frontend's own)."""
+
+    def arrive(self, event: ResponseEvent) -> None: ...
+
+
 class LoopInbox:
     """Carries events from any thread to one event loop: one wake-up per burst, not per event.
 
@@ -59,7 +66,7 @@ class LoopInbox:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread = -1
-        self._pending: list[tuple[LoopSink, ResponseEvent]] = []
+        self._pending: list[tuple[Arrival, ResponseEvent]] = []
         self._scheduled = False  # a drain is scheduled on the loop
         self._lock = threading.Lock()
 
@@ -74,7 +81,7 @@ class LoopInbox:
             raise RuntimeError("the server's event loop is not running yet")
         return self._loop
 
-    def put(self, sink: LoopSink, event: ResponseEvent) -> None:
+    def put(self, sink: Arrival, event: ResponseEvent) -> None:
         if threading.get_ident() == self.loop_thread:
             sink.arrive(event)
             return

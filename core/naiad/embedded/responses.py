@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from naiad.errors import ErrorCode
 from naiad.inference import InferenceRequest, ParameterValue, ResponseEvent
-from naiad.sinks import BlockingSink, LoopInbox, LoopSink
+from naiad.sinks import Arrival, BlockingSink, LoopInbox, LoopSink
 from naiad.tensor import Tensor
 
 
@@ -181,7 +181,7 @@ class CallerInbox(LoopInbox):
         super().__init__()
         self.attach(asyncio.get_running_loop())
 
-    def put(self, sink: LoopSink, event: ResponseEvent) -> None:
+    def put(self, sink: Arrival, event: ResponseEvent) -> None:
         try:
             super().put(sink, event)
         except RuntimeError:

@@ -24,6 +24,7 @@ from naiad.scheduling.batch_former import (
     timed_out_error,
 )
 from naiad.scheduling.execution import InstanceRunner, answer
+from naiad.scheduling.loop_dispatch import LoopDispatch, all_async
 from naiad.scheduling.ordering import OrderedRelease
 from naiad.scheduling.workers import WorkerThreads, unloading_error
 
@@ -58,6 +59,7 @@ class DynamicScheduler(Scheduler):
     """Worker threads, one per instance, each taking the next batch the former allows.
 
     A queued request wakes one idle worker; a worker that leaves requests behind wakes the next.
+    Async instances get their batches on the event loop instead (:mod:`~naiad.scheduling.loop_dispatch`).
     """
 
     def __init__(
@@ -77,6 +79,9 @@ class DynamicScheduler(Scheduler):
         self._work_ready = threading.Condition(lock)  # workers: a request arrived or the queue changed
         self._timer = threading.Condition(lock)  # the timeout thread: a deadline may now be due sooner
         self._threads = WorkerThreads()
+        self._dispatch = (
+            LoopDispatch(self._runners, self._take, self._loop_wakeup) if all_async(self._runners) else None
+        )
         self._accepting = False
         self._stopping = False
         self.batch_sizes: Counter[int] = Counter()  # executed batches by row count
@@ -86,6 +91,8 @@ class DynamicScheduler(Scheduler):
 
     def start(self) -> None:
         self._accepting = True
+        if self._dispatch is not None:
+            return
         for runner in self._runners:
             self._threads.spawn(f"naiad-{runner.name}", self._work, runner)
         if self._former.has_timeouts:
@@ -101,6 +108,8 @@ class DynamicScheduler(Scheduler):
             self._work_ready.notify()
             if self._former.has_timeouts:
                 self._timer.notify()
+        if self._dispatch is not None:
+            self._dispatch.poke()
 
     def stop(self) -> None:
         with self._work_ready:
@@ -108,21 +117,42 @@ class DynamicScheduler(Scheduler):
             self._stopping = True
             self._work_ready.notify_all()
             self._timer.notify_all()
+        if self._dispatch is not None:
+            self._dispatch.stop()
         self._threads.join()
 
     def _work(self, runner: InstanceRunner) -> None:
         while (batch := self._next_batch()) is not None:
-            self.batch_sizes[batch.size] += 1
-            logger.debug(
-                "model '%s': executing a batch of %d rows (%d requests) on %s: %s",
-                self._name,
-                batch.size,
-                len(batch.requests),
-                runner.name,
-                batch.reason.value,
-            )
+            self._log(batch, runner.name)
             runner.execute(batch.requests)
             del batch  # a finished batch's tensors must not wait here for the next one
+
+    def _log(self, batch: Batch, runner: str) -> None:
+        self.batch_sizes[batch.size] += 1
+        logger.debug(
+            "model '%s': executing a batch of %d rows (%d requests) on %s: %s",
+            self._name,
+            batch.size,
+            len(batch.requests),
+            runner,
+            batch.reason.value,
+        )
+
+    def _take(self, runner: InstanceRunner, flush: bool) -> Sequence[InferenceRequest] | None:
+        """The next batch for an idle async instance (on the loop), or None."""
+        with self._work_ready:
+            self._answer_removed()
+            batch = self._former.next_batch(flush=flush)
+        if batch is None:
+            return None
+        self._log(batch, runner.name)
+        return batch.requests
+
+    def _loop_wakeup(self) -> float | None:
+        """Answer what timed out or was cancelled in the queue; seconds until the loop must look again."""
+        with self._work_ready:
+            self._answer_removed()
+            return self._wait_seconds()
 
     def _next_batch(self) -> Batch | None:
         with self._work_ready:

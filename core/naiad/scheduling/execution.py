@@ -77,6 +77,16 @@ class InstanceRunner:
         """Whether the instance's ``execute`` is a coroutine function, run on the server's loop."""
         return self._is_async
 
+    @property
+    def rate_limited(self) -> bool:
+        """Whether each batch waits for rate-limiter resources (which only :meth:`execute` does)."""
+        return self._rate_limit is not None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The server's event loop, which an async instance's ``execute`` runs on (None for others)."""
+        return self._loop
+
     def execute(self, requests: Sequence[InferenceRequest]) -> None:
         """Run one batch to the end of ``execute``; call from a worker thread, never the loop."""
         limit, waiter = self._rate_limit, self._waiter

@@ -3,9 +3,10 @@
 ``execute`` writes the batch's inputs into its arena, sends the batch and waits until the worker's
 ``execute`` returned; the responses that ``execute`` returned (or sent on its thread) come with that
 news and go out from the batch's own thread, as in the server process, so a client that has its
-response finds the request in the statistics. For a model that is not decoupled that news comes on the
-control socket, which the batch's thread reads itself (no hand-off between threads); a decoupled
-model's comes on the work socket after the responses it sent, and the reader thread passes it on.
+response finds the request in the statistics. ``execute`` is a coroutine on the server's event loop,
+so no thread stands between the loop and the worker: for a model that is not decoupled that news comes
+on the control socket, which the loop itself polls; a decoupled model's comes on the work socket after
+the responses it sent, and the reader thread passes it on.
 Responses sent at other times (decoupled models) go out from the reader thread, as they come. A
 worker that dies (SIGKILL, a segfault, ``os._exit``) fails its requests in flight with an error naming
 the model and the instance; the instance reports not ready and starts a new worker, waiting longer
@@ -19,7 +20,6 @@ import contextlib
 import itertools
 import logging
 import os
-import select
 import signal
 import subprocess
 import threading
@@ -66,7 +66,8 @@ class _Worker:
         self.control = control  # releases, cancellations, readiness checks out
         self.inputs = WriteArena()
         self.outputs = ReadArena()
-        self.returned = ReadArena()  # a non-decoupled batch's responses, read by the batch's thread
+        self.returned = ReadArena()  # a non-decoupled batch's responses, read on the event loop
+        self.watched = False  # the event loop reads the control socket
         self.bls = BlsRequests(control)  # the BLS requests it made
         self.started = time.monotonic()
         self.killed_because = ""  # set when the server killed it on purpose
@@ -94,13 +95,22 @@ class _Worker:
 class _Batch:
     """A batch running in the worker: its requests, and the worker's ``executed`` message once it came."""
 
-    __slots__ = ("done", "executed", "fds", "requests")
+    __slots__ = ("executed", "fds", "future", "requests")
 
-    def __init__(self, requests: Sequence[InferenceRequest]) -> None:
+    def __init__(self, requests: Sequence[InferenceRequest], loop: asyncio.AbstractEventLoop) -> None:
         self.requests = requests
-        self.done = threading.Event()
+        self.future: asyncio.Future[None] = loop.create_future()  # done when it ended, or its worker died
         self.executed: Message | None = None
         self.fds: list[int] = []  # the new scratch arenas its responses are in, in order
+
+    def end(self) -> None:
+        """Wake the ``execute`` waiting for the batch (on the loop)."""
+        if not self.future.done():
+            self.future.set_result(None)
+
+    def end_from_thread(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            self.future.get_loop().call_soon_threadsafe(self.end)
 
 
 class IsolatedInstance(ModelInstance):
@@ -204,8 +214,8 @@ class IsolatedInstance(ModelInstance):
             worker.inputs.released()
             with self._lock:
                 batch = self._batches.pop(message["batch"])
-            batch.executed = message  # the responses go out from the batch's own thread, as in-process
-            batch.done.set()
+            batch.executed = message
+            batch.end_from_thread()
         elif op == "call" and message["name"] == "submit":
             self._submit_bls(worker, message, fds)
         elif op == "call":
@@ -280,7 +290,7 @@ class IsolatedInstance(ModelInstance):
         )
         self._fail(pending.values(), self._died(reason))
         for batch in batches.values():
-            batch.done.set()
+            batch.end_from_thread()
         for future in list(self._ready.values()):
             future.set_result(False)
         self._ready.clear()
@@ -327,7 +337,7 @@ class IsolatedInstance(ModelInstance):
 
     # -- the instance interface ---------------------------------------------------------------
 
-    def execute(self, requests: Sequence[InferenceRequest]) -> None:
+    async def execute(self, requests: Sequence[InferenceRequest]) -> None:
         """Run one batch in the worker; returns when the model's ``execute`` returned there."""
         with self._lock:
             worker = self._worker
@@ -364,7 +374,8 @@ class IsolatedInstance(ModelInstance):
                 }
             )
             cursor += count
-        batch = _Batch(requests)
+        loop = asyncio.get_running_loop()
+        batch = _Batch(requests, loop)
         with self._lock:
             lost = self._worker is not worker  # it died while the inputs were written
             if not lost:
@@ -376,6 +387,8 @@ class IsolatedInstance(ModelInstance):
             return
         for key, request in zip(keys, requests, strict=True):
             request.cancellation.add_callback(partial(self._cancel, worker, key))
+        if not self._decoupled and not worker.watched:
+            self._watch_control(worker, loop)
         message = {"op": "execute", "batch": keys[0], "arena": arena, "requests": entries}
         try:
             worker.channel.send(message, None if fd is None else [fd])
@@ -385,32 +398,48 @@ class IsolatedInstance(ModelInstance):
             if fd is not None:
                 os.close(fd)
         timeout = _execute_timeout(requests)
-        limit = None if timeout is None else timeout + HANG_GRACE_S
-        finished = batch.done.wait(limit) if self._decoupled else self._await_executed(worker, batch, limit)
-        if not finished and timeout is not None:
-            worker.killed_because = (
-                f"it was killed: execute ran {HANG_GRACE_S:.0f} s past the requests' timeout of {timeout * 1000:.0f} ms"
-            )
-            worker.process.kill()
-            batch.done.wait()
+        if timeout is None:
+            await batch.future
+        else:
+            try:
+                await asyncio.wait_for(asyncio.shield(batch.future), timeout + HANG_GRACE_S)
+            except TimeoutError:
+                worker.killed_because = (
+                    f"it was killed: execute ran {HANG_GRACE_S:.0f} s past the requests' timeout of "
+                    f"{timeout * 1000:.0f} ms"
+                )
+                worker.process.kill()
+                await batch.future  # ended by the reader thread once the worker is gone
         if batch.executed is not None:
             self._finish(worker, batch, requests)
 
-    def _await_executed(self, worker: _Worker, batch: _Batch, limit: float | None) -> bool:
-        """Read the batch's end from the control socket on this thread; False if ``limit`` s passed first.
+    def _watch_control(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the event loop read the ends of non-decoupled batches from the worker's control socket.
 
-        A worker that dies on the way fails the batch from the reader thread, which this waits for."""
-        if limit is not None and not select.select([worker.control.sock], [], [], limit)[0]:
-            return False
+        The loop reads a duplicate of the socket, which it closes itself when the worker goes away, so
+        no other thread can close a descriptor the loop still polls."""
+        watched = Channel(worker.control.sock.dup())
+        loop.add_reader(watched.sock.fileno(), self._executed, worker, watched, loop)
+        os.set_blocking(watched.sock.fileno(), True)  # uvloop made the socket (shared with senders) non-blocking
+        worker.watched = True
+
+    def _executed(self, worker: _Worker, watched: Channel, loop: asyncio.AbstractEventLoop) -> None:
+        """A batch ended in the worker (on the loop): wake its ``execute``."""
         try:
-            message, fds = worker.control.receive()
-        except ChannelClosed:
-            return batch.done.wait(limit)
+            message, fds = watched.receive()
+        except ChannelClosed:  # the reader thread fails what the worker held
+            loop.remove_reader(watched.sock.fileno())
+            watched.sock.close()
+            return
         with self._lock:
-            self._batches.pop(message["batch"], None)
+            batch = self._batches.pop(message["batch"], None)
         worker.inputs.released()
+        if batch is None:  # its worker was taken for dead meanwhile
+            for fd in fds:
+                os.close(fd)
+            return
         batch.executed, batch.fds = message, fds
-        return True
+        batch.end()
 
     def _finish(self, worker: _Worker, batch: _Batch, requests: Sequence[InferenceRequest]) -> None:
         """Report the batch's compute, then send the responses its ``execute`` returned (a decoupled
