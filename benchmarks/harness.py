@@ -118,8 +118,8 @@ def _wait_ready(http_port: int, process: subprocess.Popen[bytes], timeout: float
 
 
 @contextmanager
-def reference_triton(repository: Path, ports: tuple[int, int, int]) -> Iterator[None]:
-    """A real Triton 2.51 serving ``repository`` on 127.0.0.1 for the duration of the block."""
+def reference_triton(repository: Path, ports: tuple[int, int, int]) -> Iterator[int]:
+    """A real Triton 2.51 serving ``repository`` on 127.0.0.1 for the duration of the block; its pid."""
     binary, env, flags = triton_server()
     http, grpc, metrics = ports
     command = [
@@ -136,7 +136,7 @@ def reference_triton(repository: Path, ports: tuple[int, int, int]) -> Iterator[
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_ready(http, process)
-        yield
+        yield process.pid
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
@@ -149,12 +149,44 @@ class Measurement:
     throughput: float  # inferences per second
     p50_us: float
     p99_us: float
+    cpu_us: float | None = None  # the server's CPU time per inference, its child processes included
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU time so far of a process and every process below it (workers, stubs)."""
+    children: dict[int, list[int]] = {}
+    seconds: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        seconds[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        total += seconds.get(current, 0.0)
+        pending += children.get(current, [])
+    return total
 
 
 def measure(
-    model: str, url: str, protocol: str, concurrency: int, *, shape: str | None = None, interval_ms: int = 4000
+    model: str,
+    url: str,
+    protocol: str,
+    concurrency: int,
+    *,
+    shape: str | None = None,
+    interval_ms: int = 4000,
+    server_pid: int | None = None,
 ) -> Measurement:
-    """Run perf_analyzer once at one concurrency and read its CSV report."""
+    """Run perf_analyzer once at one concurrency and read its CSV report. With ``server_pid``, also
+    the CPU time the server (and its child processes) spent per inference: its CPU time over the run
+    divided by the inferences the run's throughput makes of its duration."""
     binary, env = perf_analyzer()
     report = HOME / f"pa-{os.getpid()}.csv"
     command = [
@@ -177,21 +209,29 @@ def measure(
     ]
     if shape:
         command += ["--shape", shape]
+    cpu_before, started = (tree_cpu_seconds(server_pid), time.monotonic()) if server_pid else (0.0, 0.0)
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode:
         raise RuntimeError(f"perf_analyzer failed ({' '.join(command)}):\n{result.stdout}\n{result.stderr}")
     with report.open() as handle:
         row = next(csv.DictReader(handle))
     report.unlink()
-    return Measurement(float(row["Inferences/Second"]), float(row["p50 latency"]), float(row["p99 latency"]))
+    throughput = float(row["Inferences/Second"])
+    cpu_us = None
+    if server_pid:
+        inferences = throughput * (time.monotonic() - started)
+        cpu_us = (tree_cpu_seconds(server_pid) - cpu_before) / inferences * 1e6
+    return Measurement(throughput, float(row["p50 latency"]), float(row["p99 latency"]), cpu_us)
 
 
 def median_of(runs: Sequence[Measurement]) -> Measurement:
     """The median of each number over repeated runs (machines here are noisy)."""
+    cpu = [run.cpu_us for run in runs if run.cpu_us is not None]
     return Measurement(
         statistics.median(run.throughput for run in runs),
         statistics.median(run.p50_us for run in runs),
         statistics.median(run.p99_us for run in runs),
+        statistics.median(cpu) if cpu else None,
     )
 
 

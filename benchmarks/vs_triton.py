@@ -3,7 +3,9 @@
 The python ``add_sub`` model (FP32 [16], dynamic batching) is served by naiad and by Triton at the
 same time; perf_analyzer measures them in turns (one run each, ``--repeats`` times) over HTTP and
 gRPC at concurrency 1, 8 and 32, so load changes on the machine hit them alike, and the table gives
-medians and naiad/Triton ratios:
+medians and naiad/Triton ratios. It also gives the CPU time each server (with its child processes:
+naiad's python workers, Triton's python stubs) spends per inference, and Triton's over naiad's: the
+work each does per core, which this 2-core machine's noise disturbs far less than throughput:
 
     python benchmarks/vs_triton.py [--repeats 5] [--protocols http grpc] [--baseline DIR]
 
@@ -70,17 +72,17 @@ def _baseline_env(checkout: Path) -> dict[str, str]:
 
 
 def _measure_in_turns(
-    servers: dict[str, tuple[str, str]], protocols: list[str], repeats: int
+    servers: dict[str, tuple[str, str, int]], protocols: list[str], repeats: int
 ) -> dict[str, dict[tuple[str, int], Measurement]]:
     """server name -> (protocol, concurrency) -> median; each repeat measures every server once."""
     runs: dict[str, dict[tuple[str, int], list[Measurement]]] = {name: {} for name in servers}
     for protocol in protocols:
         for concurrency in CONCURRENCIES:
             for _ in range(repeats):
-                for name, (http_url, grpc_url) in servers.items():
+                for name, (http_url, grpc_url, pid) in servers.items():
                     url = http_url if protocol == "http" else grpc_url
                     runs[name].setdefault((protocol, concurrency), []).append(
-                        measure("add_sub", url, protocol, concurrency)
+                        measure("add_sub", url, protocol, concurrency, server_pid=pid)
                     )
     return {name: {key: median_of(values) for key, values in by_key.items()} for name, by_key in runs.items()}
 
@@ -96,14 +98,14 @@ def main() -> int:
         ModelRepositoryBuilder(repository).add_python_model("add_sub", ADD_SUB, CONFIG)
         naiad = start_server([repository])
         stack.callback(naiad.stop)
-        servers = {"naiad": (naiad.http_url, naiad.grpc_url)}
+        servers = {"naiad": (naiad.http_url, naiad.grpc_url, naiad.process.pid)}
         if args.baseline is not None:
             baseline = start_server([repository], env=_baseline_env(args.baseline.resolve()))
             stack.callback(baseline.stop)
-            servers["baseline"] = (baseline.http_url, baseline.grpc_url)
+            servers["baseline"] = (baseline.http_url, baseline.grpc_url, baseline.process.pid)
         ports = free_ports(3)
-        stack.enter_context(reference_triton(repository, (ports[0], ports[1], ports[2])))
-        servers["triton"] = (f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}")
+        triton = stack.enter_context(reference_triton(repository, (ports[0], ports[1], ports[2])))
+        servers["triton"] = (f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}", triton)
         results = _measure_in_turns(servers, args.protocols, args.repeats)
     rows = []
     for key, ours in results["naiad"].items():
@@ -113,15 +115,18 @@ def main() -> int:
             base = results["baseline"][key]
             row += [base.throughput, ours.throughput / base.throughput, base.p50_us / 1000]
         row += [ours.p50_us / 1000, theirs.p50_us / 1000, ours.p99_us / 1000, theirs.p99_us / 1000]
+        assert ours.cpu_us is not None
+        assert theirs.cpu_us is not None
+        row += [round(ours.cpu_us), round(theirs.cpu_us), theirs.cpu_us / ours.cpu_us]
         rows.append(row)
     header = ["proto", "conc", "naiad inf/s", "triton inf/s", "ratio"]
     if "baseline" in results:
         header += ["baseline inf/s", "naiad/baseline", "baseline p50"]
-    header += ["naiad p50", "triton p50", "naiad p99", "triton p99"]
+    header += ["naiad p50", "triton p50", "naiad p99", "triton p99", "naiad cpu", "triton cpu", "cpu ratio"]
     print_table(
         f"python add_sub FP32[16], dynamic batching, median of {args.repeats} (naiad / Triton 2.51)", header, rows
     )
-    print("latencies in ms")
+    print("latencies in ms; cpu: the server's CPU microseconds per inference; cpu ratio: Triton's over naiad's")
     return 0
 
 

@@ -12,6 +12,8 @@ On top of uvicorn it adds, per listener:
 - a graceful close of idle connections at shutdown: the write side is shut and what arrives is read
   and dropped for a moment, so a request that crossed the close sees the connection end, not a reset.
 
+Plain inference requests are answered by :mod:`naiad.http.infer_lane` without ASGI.
+
 Malformed requests get uvicorn's 400 as before, logged at debug level only (a client cannot fill the
 log with them). The body's size and pauses are the app's to bound (:mod:`naiad.http.body`), for both
 HTTP servers.
@@ -31,6 +33,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from naiad.http.direct import EXTENSION, DirectChannel
+from naiad.http.infer_lane import FastInfer, InferLane
 from naiad.limits import HttpLimits
 
 logger = logging.getLogger(__name__)
@@ -91,6 +94,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     limits: ClassVar[HttpLimits] = HttpLimits()
     refusals: ClassVar[RefusalLog] = RefusalLog("HTTP")
+    infer_lane: ClassVar[InferLane | None] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -198,6 +202,17 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._in_headers = False
         self._cancel_header_timer()
         self._unset_keepalive_if_required()  # set when the previous response ended during these headers
+        lane = self.infer_lane
+        if (
+            lane is not None
+            and (self.cycle is None or self.cycle.response_complete)
+            and not self.pipeline
+            and self.parser.get_method() == b"POST"
+        ):
+            fast = lane.take(self, self.url, self.headers)
+            if fast is not None:
+                self.cycle = fast  # type: ignore[assignment]  # it answers what the protocol asks of a cycle
+                return
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:  # a request, not a protocol upgrade
@@ -217,7 +232,20 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
                 f"Chunked request body exceeds maximum of {MAX_CHUNKS} non-empty chunks. "
                 "Send fewer or larger HTTP chunks.",
             )
+        cycle = self.cycle
+        if isinstance(cycle, FastInfer):
+            if not cycle.response_complete:
+                cycle.feed(body)
+            return
         super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        cycle = self.cycle
+        if isinstance(cycle, FastInfer):
+            if not cycle.response_complete:
+                cycle.complete()
+            return
+        super().on_message_complete()
 
     # -- refusals ------------------------------------------------------------------------------
 
@@ -256,10 +284,13 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._header_timer = None
 
 
-def limited_protocol(limits: HttpLimits, listener: str) -> type[LimitedHttpToolsProtocol]:
-    """The protocol class for one listener (``listener`` names it in the refusal warning)."""
+def limited_protocol(
+    limits: HttpLimits, listener: str, infer_lane: InferLane | None = None
+) -> type[LimitedHttpToolsProtocol]:
+    """The protocol class for one listener (``listener`` names it in the refusal warning), answering
+    plain inference requests itself when given an ``infer_lane``."""
     return type(
         "LimitedHttpToolsProtocol",
         (LimitedHttpToolsProtocol,),
-        {"limits": limits, "refusals": RefusalLog(listener)},
+        {"limits": limits, "refusals": RefusalLog(listener), "infer_lane": infer_lane},
     )

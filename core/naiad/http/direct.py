@@ -38,19 +38,8 @@ class DirectChannel:
         cycle = self._cycle()
         if cycle is None or cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
             return False
-        says_close = False
-        parts: list[bytes | memoryview] = [STATUS_LINE[status]]
-        for name, value in (*cycle.default_headers, *headers):
-            if name == b"connection" and b"close" in value.lower():
-                says_close = True
-            parts += (name, b": ", value, b"\r\n")
-        parts.append(b"content-length: %d\r\n" % sum(map(len, body)))
-        if not cycle.keep_alive and not says_close:
-            parts.append(b"connection: close\r\n")
-        closing = says_close or not cycle.keep_alive
-        parts.append(b"\r\n")
-        parts += body
-        cycle.transport.write(b"".join(parts))
+        data, closing = response_bytes(status, headers, body, cycle.default_headers, cycle.keep_alive)
+        cycle.transport.write(data)
         cycle.response_started = cycle.response_complete = True
         cycle.message_event.set()
         if closing:
@@ -68,6 +57,29 @@ class DirectChannel:
         callbacks = self._lost_callbacks
         callbacks.add(callback)
         return lambda: callbacks.discard(callback)
+
+
+def response_bytes(
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    body: list[bytes | memoryview],
+    default_headers: list[tuple[bytes, bytes]],
+    keep_alive: bool,
+) -> tuple[bytes, bool]:
+    """A whole HTTP/1.1 response with its Content-Length, and whether the connection closes after it
+    (the response or its headers say so)."""
+    says_close = False
+    parts: list[bytes | memoryview] = [STATUS_LINE[status]]
+    for name, value in (*default_headers, *headers):
+        if name == b"connection" and b"close" in value.lower():
+            says_close = True
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"content-length: %d\r\n" % sum(map(len, body)))
+    if not keep_alive and not says_close:
+        parts.append(b"connection: close\r\n")
+    parts.append(b"\r\n")
+    parts += body
+    return b"".join(parts), says_close or not keep_alive
 
 
 def channel_of(scope: Any) -> DirectChannel | None:

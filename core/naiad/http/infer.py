@@ -91,10 +91,8 @@ async def infer(
     body = await read_body(receive, state, limits.max_input_size, watch, _refusal(headers))
     body = await decompress(body, headers.get("content-encoding"), limits.max_input_size)
     model = dataplane.service.resolve(name, version, refuse_decoupled=DECOUPLED_ON_HTTP)
-    header_length = _header_length(headers.get("inference-header-content-length"))
-    decoded = codec.decode_request(
-        body, header_length, name, model.signature, limits.max_input_size, dataplane.shared_memory
-    )
+    length = header_length(headers.get("inference-header-content-length"))
+    decoded = codec.decode_request(body, length, name, model.signature, limits.max_input_size, dataplane.shared_memory)
     del body  # the tensors hold views of it
     inference = dataplane.infer(
         model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
@@ -125,7 +123,8 @@ def _refusal(headers: dict[str, str]) -> Callable[[int, int], str]:
     return raw_too_large if header_length.strip() == "0" else too_large
 
 
-def _header_length(value: str | None) -> int | None:
+def header_length(value: str | None) -> int | None:
+    """The Inference-Header-Content-Length header's value, checked."""
     if value is None:
         return None
     try:

@@ -14,6 +14,7 @@ from naiad.dataplane import DataPlane, ServerState
 from naiad.http.asgi import CLOSE, JSON_HEADERS, ASGIApp, Message, Receive, Scope, Send, respond
 from naiad.http.body import BodyState, BodyWatch, LimitedReceive, too_large
 from naiad.http.infer import INFER_PATH, error_body, serve_infer
+from naiad.http.infer_lane import InferLane
 from naiad.http.restricted import refusal
 from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
@@ -33,6 +34,11 @@ class HttpRouter:
         self._limits = limits
         self._restrictions = restrictions
         self._watch = BodyWatch(limits.body_timeout_s)
+
+    def infer_lane(self) -> InferLane | None:
+        """The fast lane for plain inference requests (:mod:`naiad.http.infer_lane`); none while an API
+        is restricted (those checks stay here)."""
+        return None if self._restrictions.groups else InferLane(self._dataplane, self._limits)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -28,6 +28,7 @@ from hypercorn.config import Config as HypercornConfig
 from naiad.http.asgi import CLOSE, JSON_HEADERS, ASGIApp, Receive, Scope, Send, respond
 from naiad.http.connections import headers_too_large, limited_protocol, too_many_headers
 from naiad.http.infer import error_body
+from naiad.http.router import HttpRouter
 from naiad.limits import HttpLimits
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,9 @@ class HttpFrontend:
         if self._implementation == "uvicorn":
             uvicorn_config = uvicorn.Config(
                 self._app,
-                http=limited_protocol(limits, self.describe()),
+                http=limited_protocol(
+                    limits, self.describe(), self._app.infer_lane() if isinstance(self._app, HttpRouter) else None
+                ),
                 lifespan="off",
                 access_log=False,
                 log_config=None,

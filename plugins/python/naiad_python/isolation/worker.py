@@ -9,12 +9,13 @@ control socket, so releases, cancellations, readiness checks and the server's re
 calls, BLS responses) are heard while a batch runs. What the worker says goes back on the work socket,
 with tensors in the worker's own arena, except the end of a batch of a model that is not decoupled:
 that, with the responses its ``execute`` returned (their tensors in a scratch arena of their own), goes
-back on the control socket, where the thread that sent the batch waits for it.
+back on the control socket, which the server's event loop polls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -227,7 +228,7 @@ class Worker:
                     reply["arena"], reply["outputs"], fd = self.returned.write(response.outputs)
                 self._held.append((reply, fd))
             else:  # written and sent in one step: a message naming a new arena never overtakes its descriptor
-                with self._sending:
+                with self._sending, contextlib.suppress(ChannelClosed):  # the server is gone, and the request
                     fd = None
                     if response is not None:
                         reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs)

@@ -1,0 +1,260 @@
+"""The infer fast lane: plain inference requests answered by naiad's HTTP protocol itself, without ASGI.
+
+naiad's uvicorn protocol (:mod:`naiad.http.connections`) hands a request to :class:`InferLane` when it
+is of the simplest kind: ``POST /v2/models/{m}[/versions/{v}]/infer`` over HTTP/1.1 with a
+``Content-Length`` of at most 1 MiB (and within ``--http-max-input-size``), no ``Content-Encoding``,
+``Transfer-Encoding``, ``Expect`` or ``Upgrade``, no restricted API configured, and no earlier request
+of the connection still being answered. The body is gathered into one buffer as it arrives; once it is
+complete the request is decoded and queued on the spot, and the response is encoded and written with
+one ``transport.write`` when the model answers. No task, no ASGI messages, no second copy of the body.
+
+Every other request goes through the ASGI app, whose infer endpoint (:mod:`naiad.http.infer`) answers
+the same way (same texts, statuses and headers); so does every request under hypercorn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import re
+import weakref
+import zlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from naiad.dataplane import DataPlane, ServerState
+from naiad.errors import NaiadError
+from naiad.http import codec
+from naiad.http.asgi import CLOSE, JSON_HEADERS
+from naiad.http.direct import response_bytes
+from naiad.http.infer import DECOUPLED_ON_HTTP, INFER_PATH, error_body, header_length, pick_encoding
+from naiad.http.status import http_status
+from naiad.inference import InferenceRequest, ResponseEvent
+from naiad.limits import HttpLimits
+from naiad.sinks import single_response
+
+if TYPE_CHECKING:
+    from naiad.http.connections import LimitedHttpToolsProtocol
+
+LARGEST_BODY = 1 << 20
+"""Larger bodies take the ASGI path, which sends large responses in pieces as the client reads them."""
+
+_BINARY_HEADERS = [(b"content-type", b"application/octet-stream")]
+_DISQUALIFYING = frozenset((b"content-encoding", b"transfer-encoding", b"expect", b"upgrade"))
+_PLAIN_URL = re.compile(rb"/v2/models/[^/?#%]+(/versions/[0-9]+)?/infer")  # no query, no escapes
+
+
+class InferLane:
+    """Takes the plain infer requests of one HTTP listener; see the module docstring."""
+
+    def __init__(self, dataplane: DataPlane, limits: HttpLimits) -> None:
+        self.dataplane = dataplane
+        self.limits = limits
+        self._largest = min(LARGEST_BODY, limits.max_input_size)
+
+    def take(
+        self, protocol: LimitedHttpToolsProtocol, url: bytes, headers: Sequence[tuple[bytes, bytes]]
+    ) -> FastInfer | None:
+        """A request to answer here, or None when it must go through ASGI."""
+        if not _PLAIN_URL.fullmatch(url) or protocol.parser.get_http_version() != "1.1":
+            return None
+        length = -1
+        fields: dict[bytes, bytes] = {}
+        for name, value in headers:
+            if name in _DISQUALIFYING:
+                return None
+            if name == b"content-length":
+                if not value.isdigit() or length >= 0:
+                    return None
+                length = int(value)
+            else:
+                fields[name] = value
+        if not 0 <= length <= self._largest:
+            return None
+        match = INFER_PATH.fullmatch(url.decode("ascii"))
+        if match is None:
+            return None
+        fast = FastInfer(self, protocol, match["model"], match["version"] or "", length, fields)
+        fast.keep_alive = protocol.parser.should_keep_alive()
+        return fast
+
+
+class FastInfer:
+    """One request on the fast lane, standing in for uvicorn's request-response cycle.
+
+    The protocol reads ``response_started``, ``response_complete``, ``disconnected`` and
+    ``keep_alive`` as it does a cycle's, and calls ``message_event.set()`` when the connection is lost
+    (``message_event`` is this object: :meth:`set` cancels the request then). It refers to the protocol
+    weakly, so that a finished request is freed by reference counting alone.
+    """
+
+    __slots__ = (
+        "_body",
+        "_decoded",
+        "_fields",
+        "_filled",
+        "_lane",
+        "_model",
+        "_protocol",
+        "_request",
+        "_serving",
+        "_timer",
+        "_version",
+        "disconnected",
+        "keep_alive",
+        "response_complete",
+        "response_started",
+    )
+
+    def __init__(
+        self,
+        lane: InferLane,
+        protocol: LimitedHttpToolsProtocol,
+        model: str,
+        version: str,
+        length: int,
+        fields: dict[bytes, bytes],
+    ) -> None:
+        self._lane = lane
+        self._protocol = weakref.ref(protocol)
+        self._model = model
+        self._version = version
+        self._fields = fields
+        self._body = bytearray(length)
+        self._filled = 0
+        self._request: InferenceRequest | None = None
+        self._serving: Any = None  # the model version the request went to
+        self._decoded: codec.DecodedRequest | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.response_started = self.response_complete = self.disconnected = False
+        self.keep_alive = True
+        if length:
+            self._timer = protocol.loop.call_later(lane.limits.body_timeout_s, self._stalled)
+
+    @property
+    def message_event(self) -> FastInfer:
+        return self
+
+    # -- the body ----------------------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> None:
+        """More of the body arrived (httptools never passes more than the Content-Length)."""
+        end = self._filled + len(chunk)
+        self._body[self._filled : end] = chunk
+        self._filled = end
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            protocol = self._protocol()
+            if end < len(self._body) and protocol is not None:
+                self._timer = protocol.loop.call_later(self._lane.limits.body_timeout_s, self._stalled)
+
+    def _stalled(self) -> None:
+        self._timer = None
+        timeout = self._lane.limits.body_timeout_s
+        message = f"the request body stalled: nothing arrived for {timeout:g} s (--http-body-timeout)"
+        self._respond(408, [*JSON_HEADERS, CLOSE], [error_body(message)])
+
+    # -- the request -------------------------------------------------------------------------------
+
+    def complete(self) -> None:
+        """The whole body is here: decode and queue the request, or answer its error."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        lane = self._lane
+        dataplane = lane.dataplane
+        try:
+            self._serving = model = dataplane.service.resolve(
+                self._model, self._version, refuse_decoupled=DECOUPLED_ON_HTTP
+            )
+            length = header_length(_text(self._fields.get(b"inference-header-content-length")))
+            decoded = codec.decode_request(
+                self._body, length, self._model, model.signature, lane.limits.max_input_size, dataplane.shared_memory
+            )
+            self._body = bytearray()  # the tensors hold views of it
+            self._decoded = decoded
+            dataplane.enter()
+            try:
+                self._request = dataplane.service.submit(
+                    model,
+                    decoded.inputs,
+                    self,
+                    outputs=decoded.outputs,
+                    request_id=decoded.id,
+                    parameters=decoded.parameters,
+                )
+            except BaseException:
+                dataplane.leave()
+                raise
+        except NaiadError as error:
+            self._fail(error)
+            return
+        decoded.inputs = []  # the request holds them; the response needs only the rest
+
+    def deliver(self, event: ResponseEvent) -> None:
+        """The model's response, from any thread."""
+        self._lane.dataplane.inbox.put(self, event)
+
+    def arrive(self, event: ResponseEvent) -> None:
+        """The model's response, on the event loop: encode it and write it."""
+        self._lane.dataplane.leave()
+        self._request = None
+        if self.disconnected:
+            return
+        model, decoded = self._serving, self._decoded
+        assert decoded is not None
+        try:
+            response = single_response(event, model.name)
+            payload, json_length = codec.encode_response(
+                response, model_name=model.name, model_version=model.version, request=decoded
+            )
+        except NaiadError as error:
+            self._fail(error)
+            return
+        headers = list(JSON_HEADERS if json_length is None else _BINARY_HEADERS)
+        if json_length is not None:
+            headers.append((b"inference-header-content-length", b"%d" % json_length))
+        encoding = pick_encoding(_text(self._fields.get(b"accept-encoding")) or "")
+        if encoding:
+            whole = b"".join(payload)
+            payload = [gzip.compress(whole, 1) if encoding == "gzip" else zlib.compress(whole, 1)]
+            headers.append((b"content-encoding", encoding.encode()))
+        self._respond(200, headers, payload)
+
+    def set(self) -> None:
+        """The connection was lost (uvicorn's protocol says so through ``message_event``)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.disconnected and self._request is not None:
+            self._request.cancel()
+
+    # -- answering ---------------------------------------------------------------------------------
+
+    def _fail(self, error: NaiadError) -> None:
+        self._respond(http_status(error.code), JSON_HEADERS, [error_body(error.message)])
+
+    def _respond(self, status: int, headers: list[tuple[bytes, bytes]], body: list[bytes | memoryview]) -> None:
+        protocol = self._protocol()
+        if self.response_started or self.disconnected or protocol is None:
+            return
+        if self._lane.dataplane.state is ServerState.EXITING:
+            headers = [*headers, CLOSE]
+        defaults = protocol.server_state.default_headers
+        data, closing = response_bytes(status, headers, body, defaults, self.keep_alive)
+        # The protocol keeps this object until the connection's next request: keep nothing of this one
+        # (its tensors, the shared-memory windows it used).
+        self._decoded = self._request = self._serving = None
+        self._body = bytearray()
+        transport = protocol.transport
+        transport.write(data)
+        self.response_started = self.response_complete = True
+        if closing:
+            self.keep_alive = False
+            transport.close()
+        protocol.on_response_complete()
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
