@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 import re
 import weakref
 import zlib
@@ -31,10 +32,13 @@ from naiad.http.infer import DECOUPLED_ON_HTTP, INFER_PATH, error_body, header_l
 from naiad.http.status import http_status
 from naiad.inference import InferenceRequest, ResponseEvent
 from naiad.limits import HttpLimits
+from naiad.logs import log_unexpected
 from naiad.sinks import single_response
 
 if TYPE_CHECKING:
     from naiad.http.connections import LimitedHttpToolsProtocol
+
+logger = logging.getLogger("naiad.http.infer")  # the ASGI path's logger: one place to look
 
 LARGEST_BODY = 1 << 20
 """Larger bodies take the ASGI path, which sends large responses in pieces as the client reads them."""
@@ -190,6 +194,9 @@ class FastInfer:
         except NaiadError as error:
             self._fail(error)
             return
+        except Exception as error:
+            self._unexpected(error)
+            return
         decoded.inputs = []  # the request holds them; the response needs only the rest
 
     def deliver(self, event: ResponseEvent) -> None:
@@ -211,6 +218,9 @@ class FastInfer:
             )
         except NaiadError as error:
             self._fail(error)
+            return
+        except Exception as error:
+            self._unexpected(error)
             return
         headers = list(JSON_HEADERS if json_length is None else _BINARY_HEADERS)
         if json_length is not None:
@@ -234,6 +244,18 @@ class FastInfer:
 
     def _fail(self, error: NaiadError) -> None:
         self._respond(http_status(error.code), JSON_HEADERS, [error_body(error.message)])
+
+    def _unexpected(self, error: Exception) -> None:
+        """A failure of naiad's own: logged with its traceback, answered 500 as the ASGI path does."""
+        log_unexpected(
+            logger,
+            "unexpected error serving an inference request for model '%s' version '%s'",
+            self._model,
+            self._version,
+            error=error,
+        )
+        message = f"internal server error: {type(error).__name__}: {error}"
+        self._respond(500, JSON_HEADERS, [error_body(message)])
 
     def _respond(self, status: int, headers: list[tuple[bytes, bytes]], body: list[bytes | memoryview]) -> None:
         protocol = self._protocol()
