@@ -22,8 +22,10 @@ from naiad.http.body import BodyError, BodyState, BodyWatch, decompress, raw_too
 from naiad.http.direct import DirectChannel, channel_of
 from naiad.http.disconnect import until_disconnected
 from naiad.http.status import http_status
+from naiad.inference import InferenceResponse
 from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
+from naiad.models import ServingModel
 
 logger = logging.getLogger(__name__)
 
@@ -99,18 +101,25 @@ async def infer(
     )
     response = await until_disconnected(receive, inference, channel)
     decoded.inputs = []  # the request's data is no longer needed while the response is encoded and sent
+    return 200, *encoded_answer(response, model, decoded, headers.get("accept-encoding", ""))
+
+
+def encoded_answer(
+    response: InferenceResponse, model: ServingModel, decoded: codec.DecodedRequest, accept_encoding: str
+) -> tuple[list[tuple[bytes, bytes]], list[bytes | memoryview]]:
+    """A successful infer response's headers and body parts, compressed as the client accepts."""
     payload, json_length = codec.encode_response(
         response, model_name=model.name, model_version=model.version, request=decoded
     )
-    response_headers = list(JSON_HEADERS if json_length is None else _BINARY_HEADERS)
+    headers = list(JSON_HEADERS if json_length is None else _BINARY_HEADERS)
     if json_length is not None:
-        response_headers.append((b"inference-header-content-length", str(json_length).encode()))
-    encoding = pick_encoding(headers.get("accept-encoding", ""))
+        headers.append((b"inference-header-content-length", str(json_length).encode()))
+    encoding = pick_encoding(accept_encoding)
     if encoding:
         whole = b"".join(payload)
         payload = [gzip.compress(whole, 1) if encoding == "gzip" else zlib.compress(whole, 1)]
-        response_headers.append((b"content-encoding", encoding.encode()))
-    return 200, response_headers, payload
+        headers.append((b"content-encoding", encoding.encode()))
+    return headers, payload
 
 
 def _refusal(headers: dict[str, str]) -> Callable[[int, int], str]:

@@ -15,11 +15,9 @@ the same way (same texts, statuses and headers); so does every request under hyp
 from __future__ import annotations
 
 import asyncio
-import gzip
 import logging
 import re
 import weakref
-import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +26,7 @@ from naiad.errors import NaiadError
 from naiad.http import codec
 from naiad.http.asgi import CLOSE, JSON_HEADERS
 from naiad.http.direct import response_bytes
-from naiad.http.infer import DECOUPLED_ON_HTTP, INFER_PATH, error_body, header_length, pick_encoding
+from naiad.http.infer import DECOUPLED_ON_HTTP, INFER_PATH, encoded_answer, error_body, header_length
 from naiad.http.status import http_status
 from naiad.inference import InferenceRequest, ResponseEvent
 from naiad.limits import HttpLimits
@@ -43,7 +41,6 @@ logger = logging.getLogger("naiad.http.infer")  # the ASGI path's logger: one pl
 LARGEST_BODY = 1 << 20
 """Larger bodies take the ASGI path, which sends large responses in pieces as the client reads them."""
 
-_BINARY_HEADERS = [(b"content-type", b"application/octet-stream")]
 _DISQUALIFYING = frozenset((b"content-encoding", b"transfer-encoding", b"expect", b"upgrade"))
 _PLAIN_URL = re.compile(rb"/v2/models/[^/?#%]+(/versions/[0-9]+)?/infer")  # no query, no escapes
 
@@ -147,8 +144,7 @@ class FastInfer:
         self._body[self._filled : end] = chunk
         self._filled = end
         if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+            self._cancel_timer()
             protocol = self._protocol()
             if end < len(self._body) and protocol is not None:
                 self._timer = protocol.loop.call_later(self._lane.limits.body_timeout_s, self._stalled)
@@ -163,9 +159,7 @@ class FastInfer:
 
     def complete(self) -> None:
         """The whole body is here: decode and queue the request, or answer its error."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         lane = self._lane
         dataplane = lane.dataplane
         try:
@@ -191,11 +185,8 @@ class FastInfer:
             except BaseException:
                 dataplane.leave()
                 raise
-        except NaiadError as error:
-            self._fail(error)
-            return
         except Exception as error:
-            self._unexpected(error)
+            self._fail(error)
             return
         decoded.inputs = []  # the request holds them; the response needs only the rest
 
@@ -213,40 +204,33 @@ class FastInfer:
         assert decoded is not None
         try:
             response = single_response(event, model.name)
-            payload, json_length = codec.encode_response(
-                response, model_name=model.name, model_version=model.version, request=decoded
+            headers, payload = encoded_answer(
+                response, model, decoded, _text(self._fields.get(b"accept-encoding")) or ""
             )
-        except NaiadError as error:
+        except Exception as error:
             self._fail(error)
             return
-        except Exception as error:
-            self._unexpected(error)
-            return
-        headers = list(JSON_HEADERS if json_length is None else _BINARY_HEADERS)
-        if json_length is not None:
-            headers.append((b"inference-header-content-length", b"%d" % json_length))
-        encoding = pick_encoding(_text(self._fields.get(b"accept-encoding")) or "")
-        if encoding:
-            whole = b"".join(payload)
-            payload = [gzip.compress(whole, 1) if encoding == "gzip" else zlib.compress(whole, 1)]
-            headers.append((b"content-encoding", encoding.encode()))
         self._respond(200, headers, payload)
 
     def set(self) -> None:
         """The connection was lost (uvicorn's protocol says so through ``message_event``)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if self.disconnected and self._request is not None:
             self._request.cancel()
 
     # -- answering ---------------------------------------------------------------------------------
 
-    def _fail(self, error: NaiadError) -> None:
-        self._respond(http_status(error.code), JSON_HEADERS, [error_body(error.message)])
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
-    def _unexpected(self, error: Exception) -> None:
-        """A failure of naiad's own: logged with its traceback, answered 500 as the ASGI path does."""
+    def _fail(self, error: Exception) -> None:
+        """Answer the request's error; a failure of naiad's own is logged and answered 500, as the ASGI
+        path does."""
+        if isinstance(error, NaiadError):
+            self._respond(http_status(error.code), JSON_HEADERS, [error_body(error.message)])
+            return
         log_unexpected(
             logger,
             "unexpected error serving an inference request for model '%s' version '%s'",
