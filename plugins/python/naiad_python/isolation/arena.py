@@ -49,15 +49,37 @@ def _wire(tensor: Tensor) -> npt.NDArray[Any]:
     return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
 
 
-class WriteArena:
-    """The writing side: allocate space for a message's tensors, reuse it once the reader released it."""
+class _Mapped:
+    """A writer's current arena: its id, mapping, size and the next free offset."""
 
     def __init__(self) -> None:
-        self._condition = threading.Condition()
         self._id = 0
         self._map: mmap.mmap | None = None
         self._size = 0
         self._head = 0
+
+    def _replace(self, size: int) -> int:
+        """Map a new arena of ``size`` bytes in place of the current one; its descriptor to pass along."""
+        fd = os.memfd_create("naiad-python-arena", os.MFD_CLOEXEC)
+        os.ftruncate(fd, size)
+        if self._map is not None:
+            self._map.close()
+        self._map = mmap.mmap(fd, size)
+        self._id, self._size, self._head = next(_ids), size, 0
+        return fd
+
+    def _unmap(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+class WriteArena(_Mapped):
+    """The writing side: allocate space for a message's tensors, reuse it once the reader released it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._condition = threading.Condition()
         self._unreleased = 0
 
     def write(self, tensors: Sequence[Tensor]) -> tuple[int, list[TensorSpec], int | None]:
@@ -92,34 +114,17 @@ class WriteArena:
             self._unreleased -= count
             self._condition.notify_all()
 
-    def _replace(self, size: int) -> int:
-        fd = os.memfd_create("naiad-python-arena", os.MFD_CLOEXEC)
-        os.ftruncate(fd, size)
-        if self._map is not None:
-            self._map.close()
-        self._map = mmap.mmap(fd, size)
-        self._id, self._size, self._head = next(_ids), size, 0
-        return fd
-
     def close(self) -> None:
         with self._condition:
-            if self._map is not None:
-                self._map.close()
-                self._map = None
+            self._unmap()
 
 
-class ScratchArena:
+class ScratchArena(_Mapped):
     """The writing side for one batch's returned responses: never waits, starts over at each batch.
 
     Only the thread that runs batches writes it. When a batch's responses outgrow it, a larger arena
     takes its place mid-batch (the reader maps each new arena as it reaches the first response in it).
     """
-
-    def __init__(self) -> None:
-        self._id = 0
-        self._map: mmap.mmap | None = None
-        self._size = 0
-        self._head = 0
 
     def begin_batch(self) -> None:
         """The reader has copied out every response of the previous batch: reuse the space."""
@@ -133,21 +138,14 @@ class ScratchArena:
             return _oneshot(tensors, arrays, needed)
         fd = None
         if self._map is None or self._head + needed > self._size:
-            fd = os.memfd_create("naiad-python-arena", os.MFD_CLOEXEC)
-            size = _arena_size(max(needed, 2 * self._size))
-            os.ftruncate(fd, size)
-            if self._map is not None:
-                self._map.close()
-            self._map = mmap.mmap(fd, size)
-            self._id, self._size, self._head = next(_ids), size, 0
+            fd = self._replace(_arena_size(max(needed, 2 * self._size)))
+        assert self._map is not None
         specs = _copy_in(self._map, tensors, arrays, self._head)
         self._head += needed
         return self._id, specs, fd
 
     def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
+        self._unmap()
 
 
 def _arena_size(needed: int) -> int:
