@@ -3,9 +3,10 @@
 When every instance of a model has an ``async def execute`` (:attr:`InstanceRunner.is_async`), its
 scheduler needs no worker threads: a :class:`LoopDispatch` gives the next batch to each idle instance
 on the loop, as soon as the loop runs after a request arrived (so requests that arrive in the same
-turn of the loop share a batch) and again when an instance finishes. A scheduler with sync instances
-keeps a worker thread per instance; an async instance behind one would pay two thread hand-offs per
-batch for nothing.
+turn of the loop share a batch), and at the loop's next turn after an instance finishes (so requests
+the loop reads later in the turn in which the batch ended join the next batch, instead of waiting
+behind a batch taken before them). A scheduler with sync instances keeps a worker thread per
+instance; an async instance behind one would pay two thread hand-offs per batch for nothing.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class LoopDispatch:
             del requests  # a finished batch's tensors must not wait for the next one
             self._running.discard(asyncio.current_task())
             self._idle.append(runner)
-            self._pump_if_needed()
+            self.poke()
 
     def _pump_if_needed(self) -> None:
         if not self._poked:
