@@ -13,7 +13,8 @@ real python ``add_sub`` model:
     python benchmarks/ceiling.py [--repeats 3] [--concurrency 1 32]
 
 naiad's throughput over its library's echo ceiling says how much of the per-request cost is naiad's
-own; the echo servers against Triton say what Python's server libraries allow at best.
+own; the echo servers against Triton say what Python's server libraries allow at best. "cpu" is each
+server's CPU time per inference (its child processes included), which noise disturbs less.
 """
 
 from __future__ import annotations
@@ -244,13 +245,13 @@ def _run_on_uvloop(main: Any) -> None:
 
 
 @contextlib.contextmanager
-def echo_server(kind: str) -> Iterator[str]:
-    """Run one echo server in a child process; yields its address."""
+def echo_server(kind: str) -> Iterator[tuple[str, int]]:
+    """Run one echo server in a child process; yields its address and process id."""
     port = free_ports(1)[0]
     process = subprocess.Popen([sys.executable, __file__, "serve", kind, str(port)])
     try:
         _wait_for_port(port, process)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", process.pid
     finally:
         process.kill()
         process.wait()
@@ -267,13 +268,13 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float
     raise RuntimeError(f"the echo server on port {port} did not start within {timeout_s:g} s")
 
 
-def _measure(url: str, protocol: str, concurrency: int, attempts: int = 3) -> Measurement:
+def _measure(url: str, pid: int, protocol: str, concurrency: int, attempts: int = 3) -> Measurement:
     """One perf_analyzer run; the fastest servers' p99 can swing past even a 999 % stability check at
     concurrency 1 on a noisy machine, so a failed run is retried."""
     for _ in range(attempts - 1):
         with contextlib.suppress(RuntimeError):
-            return measure("add_sub", url, protocol, concurrency, interval_ms=2000)
-    return measure("add_sub", url, protocol, concurrency, interval_ms=2000)
+            return measure("add_sub", url, protocol, concurrency, interval_ms=2000, server_pid=pid)
+    return measure("add_sub", url, protocol, concurrency, interval_ms=2000, server_pid=pid)
 
 
 def main() -> int:
@@ -289,20 +290,20 @@ def main() -> int:
         naiad = start_server([repository])
         stack.callback(naiad.stop)
         ports = free_ports(3)
-        stack.enter_context(reference_triton(repository, (ports[0], ports[1], ports[2])))
+        triton_pid = stack.enter_context(reference_triton(repository, (ports[0], ports[1], ports[2])))
         for protocol in args.protocols:
             kinds = {"grpc": ("grpc-aio", "grpc-threads"), "http": ("http-uvicorn", "http-httptools")}[protocol]
             servers = {
-                "naiad": naiad.http_url if protocol == "http" else naiad.grpc_url,
-                "triton": f"127.0.0.1:{ports[0] if protocol == 'http' else ports[1]}",
+                "naiad": (naiad.http_url if protocol == "http" else naiad.grpc_url, naiad.process.pid),
+                "triton": (f"127.0.0.1:{ports[0] if protocol == 'http' else ports[1]}", triton_pid),
             }
             for kind, title in zip(kinds, ECHOES[protocol], strict=True):
                 servers[title] = stack.enter_context(echo_server(kind))
             for concurrency in args.concurrency:
                 runs: dict[str, list[Measurement]] = {name: [] for name in servers}
                 for _ in range(args.repeats):
-                    for name, url in servers.items():
-                        runs[name].append(_measure(url, protocol, concurrency))
+                    for name, (url, pid) in servers.items():
+                        runs[name].append(_measure(url, pid, protocol, concurrency))
                         print(f"{protocol} c{concurrency} {name}: {runs[name][-1].throughput:.0f} infer/s", flush=True)
                 medians = {name: median_of(values) for name, values in runs.items()}
                 triton = medians["triton"].throughput
@@ -315,12 +316,13 @@ def main() -> int:
                             result.throughput,
                             result.throughput / triton,
                             result.p50_us / 1000,
+                            round(result.cpu_us or 0),
                         )
                     )
     print_table(
         f"add_sub FP32[16]: naiad and Triton 2.51 serving the python model, echo servers answering a prepared "
         f"response (median of {args.repeats})",
-        ["proto", "conc", "server", "infer/s", "x Triton", "p50 ms"],
+        ["proto", "conc", "server", "infer/s", "x Triton", "p50 ms", "cpu µs/inf"],
         rows,
     )
     return 0
