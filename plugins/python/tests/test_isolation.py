@@ -6,9 +6,11 @@ One server serves the models of this module; faults are caused by the models the
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, serve_in_thread, start_server
+from naiad_python.isolation import forked
 from naiad_python.isolation import instance as isolated_instance
 
 PROCESS = 'parameters { key: "INSTANCE_ISOLATION" value: { string_value: "process" } }'
@@ -587,3 +590,29 @@ def test_a_failing_or_hanging_finalize_never_holds_up_an_unload(
         "python model 'finalize_hangs' instance 'finalize_hangs_0': finalize() took longer than 1 s; its process "
         "is killed" in caplog.text
     )
+
+
+def test_a_template_that_does_not_fork_in_time_fails_with_a_reason_and_its_late_worker_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(forked, "FORK_TIMEOUT_S", 1.0)
+    template = forked.Template()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    late, late_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        template.fork([theirs.fileno(), their_control.fileno()], logging.INFO)  # a started template answers
+        os.kill(template.process.pid, signal.SIGSTOP)
+        with pytest.raises(OSError, match=r"template process \(pid \d+\) did not fork a worker within 1 s"):
+            template.fork([late_theirs.fileno(), their_control.fileno()], logging.INFO)
+        late_theirs.close()  # the late worker holds the only other end
+        os.kill(template.process.pid, signal.SIGCONT)
+        late.settimeout(20)
+        assert late.recv(1) == b"", "the worker forked after the timeout still holds its socket"
+        assert template.alive
+    finally:
+        os.kill(template.process.pid, signal.SIGCONT)
+        template.process.kill()
+        template.process.wait()
+        for sock in (ours, theirs, control, their_control, late, late_theirs):
+            sock.close()

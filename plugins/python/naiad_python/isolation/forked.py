@@ -70,6 +70,7 @@ class Template:
         self._forks: dict[int, Future[int]] = {}
         self._workers: dict[int, ForkedWorker] = {}
         self._early: dict[int, int] = {}  # statuses of workers whose handle is not made yet
+        self._abandoned: set[int] = set()  # workers forked after their fork had timed out: killed
         self.alive = True
         threading.Thread(target=self._read, name="naiad-python-template", daemon=True).start()
 
@@ -83,7 +84,18 @@ class Template:
             self._forks[token] = future
         request = {"op": "fork", "token": token, "level": level, "environ": dict(os.environ), "cwd": os.getcwd()}
         self._channel.send(request, fds)
-        pid = future.result(FORK_TIMEOUT_S)
+        try:
+            pid = future.result(FORK_TIMEOUT_S)
+        except TimeoutError:
+            with self._lock:
+                answered = self._forks.pop(token, None) is None  # else a late worker is killed when it is announced
+            if not answered:
+                raise OSError(
+                    f"the python backend's template process (pid {self.process.pid}) did not fork a worker within "
+                    f"{FORK_TIMEOUT_S:g} s: the machine may be out of memory or of processes (check `free -m` and "
+                    "`ulimit -u`), or the template is stuck (restarting the server starts a new one)"
+                ) from None
+            pid = future.result()  # the answer came as the wait ended
         with self._lock:
             worker = self._workers[pid] = ForkedWorker(pid)
             status = self._early.pop(pid, None)
@@ -97,8 +109,11 @@ class Template:
                 message, _fds = self._channel.receive()
                 if message["op"] in ("forked", "failed"):
                     with self._lock:
-                        future = self._forks.pop(message["token"])
-                    if message["op"] == "forked":
+                        future = self._forks.pop(message["token"], None)
+                    if future is None:  # its fork timed out: nobody waits for this worker
+                        if message["op"] == "forked":
+                            self._abandon(message["pid"])
+                    elif message["op"] == "forked":
                         future.set_result(message["pid"])
                     else:
                         future.set_exception(OSError(f"the template process could not fork: {message['message']}"))
@@ -108,8 +123,17 @@ class Template:
             pass
         self._gone()
 
+    def _abandon(self, pid: int) -> None:
+        with self._lock:
+            self._abandoned.add(pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
     def _ended(self, pid: int, status: int) -> None:
         with self._lock:
+            if pid in self._abandoned:
+                self._abandoned.discard(pid)
+                return
             worker = self._workers.pop(pid, None)
             if worker is None:
                 self._early[pid] = status
