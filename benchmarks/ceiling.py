@@ -316,7 +316,7 @@ def main() -> int:
                             result.throughput,
                             result.throughput / triton,
                             result.p50_us / 1000,
-                            round(result.cpu_us or 0),
+                            "" if result.cpu_us is None else round(result.cpu_us),
                         )
                     )
     print_table(

@@ -109,6 +109,10 @@ def test_errors_are_answered_alike(server: ServerProcess, path: str, body: bytes
     assert set(response.json()) == {"error"}
 
 
+def test_a_path_with_a_byte_beyond_ascii_is_answered_alike(server: ServerProcess) -> None:
+    assert _both_ways(server, "/v2/models/mod\u00e8le/infer", json.dumps(ADD_SUB).encode()).status >= 400
+
+
 def test_one_connection_carries_many_requests(server: ServerProcess) -> None:
     body = json.dumps(ADD_SUB).encode()
     with connect(server.http_port) as sock:

@@ -26,7 +26,7 @@ from naiad.errors import NaiadError
 from naiad.http import codec
 from naiad.http.asgi import CLOSE, JSON_HEADERS
 from naiad.http.direct import response_bytes
-from naiad.http.infer import DECOUPLED_ON_HTTP, INFER_PATH, encoded_answer, error_body, header_length
+from naiad.http.infer import DECOUPLED_ON_HTTP, encoded_answer, error_body, header_length
 from naiad.http.status import http_status
 from naiad.inference import InferenceRequest, ResponseEvent
 from naiad.limits import HttpLimits
@@ -42,7 +42,8 @@ LARGEST_BODY = 1 << 20
 """Larger bodies take the ASGI path, which sends large responses in pieces as the client reads them."""
 
 _DISQUALIFYING = frozenset((b"content-encoding", b"transfer-encoding", b"expect", b"upgrade"))
-_PLAIN_URL = re.compile(rb"/v2/models/[^/?#%]+(/versions/[0-9]+)?/infer")  # no query, no escapes
+# INFER_PATH without a query, escapes or bytes beyond ASCII (those take the ASGI path)
+_PLAIN_URL = re.compile(rb"/v2/models/(?P<model>[^/?#%\x80-\xff]+)(?:/versions/(?P<version>[0-9]+))?/infer")
 
 
 class InferLane:
@@ -57,7 +58,8 @@ class InferLane:
         self, protocol: LimitedHttpToolsProtocol, url: bytes, headers: Sequence[tuple[bytes, bytes]]
     ) -> FastInfer | None:
         """A request to answer here, or None when it must go through ASGI."""
-        if not _PLAIN_URL.fullmatch(url) or protocol.parser.get_http_version() != "1.1":
+        match = _PLAIN_URL.fullmatch(url)
+        if match is None or protocol.parser.get_http_version() != "1.1":
             return None
         length = -1
         fields: dict[bytes, bytes] = {}
@@ -72,10 +74,8 @@ class InferLane:
                 fields[name] = value
         if not 0 <= length <= self._largest:
             return None
-        match = INFER_PATH.fullmatch(url.decode("ascii"))
-        if match is None:
-            return None
-        fast = FastInfer(self, protocol, match["model"], match["version"] or "", length, fields)
+        model, version = match["model"].decode("ascii"), (match["version"] or b"").decode("ascii")
+        fast = FastInfer(self, protocol, model, version, length, fields)
         fast.keep_alive = protocol.parser.should_keep_alive()
         return fast
 
