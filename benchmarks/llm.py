@@ -1,16 +1,21 @@
 """What serving costs an LLM engine: naiad's streaming against the same engine driven in-process.
 
 The tiny model of ``naiad_llm.testing`` (built on the spot, no download) on the transformers engine,
-served by one naiad server from a Triton-style repository. 16 concurrent clients each send their
+served by two naiad servers from Triton-style repositories. 16 concurrent clients each send their
 share of the requests one after the other, greedy with ``ignore_eos`` so every request produces
 exactly ``--max-tokens`` tokens:
 
-* served: each client is a tritonclient gRPC stream (``ModelStreamInfer``, ``stream: true``);
+* served, engine process: each client is a tritonclient gRPC stream (``ModelStreamInfer``,
+  ``stream: true``) to a server whose engine runs in a process of its own (the default);
+* served: the same, with ``"engine_process": false``: the engine in the server process;
 * alone: the same engine class with the same settings, in this process, 16 asyncio tasks calling
-  ``Engine.generate`` with the same requests.
+  ``Engine.generate`` with the same requests, with as many compute threads as naiad gives its engine
+  process (one fewer than the CPUs, so the server keeps a core); "alone, every core" with torch's
+  default, one per core, as the engine gets in the server process.
 
-Each round measures both in turn (so load changes on a shared machine hit them alike); the report
-is the median over rounds of output tokens per second and of the median time to first token.
+Each round measures the three in turn (so load changes on a shared machine hit them alike); the
+report is the median over rounds of output tokens per second and of the median time to first token.
+The server's CPU counts its engine process too.
 
     python benchmarks/llm.py [--rounds 3] [--requests 64] [--max-tokens 32]
 
@@ -35,18 +40,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import tritonclient.grpc as grpcclient
-from harness import print_table
+from harness import print_table, tree_cpu_seconds
 
 from naiad.testing import ServerProcess, start_server
 from naiad_llm.engine import GenerationRequest
 from naiad_llm.engines import create_engine
+from naiad_llm.engines.process import child_environment
 from naiad_llm.repository import read_model_spec
 from naiad_llm.sampling import parse_sampling
 from naiad_llm.testing import CORPUS, build_tiny_model, write_model_repository
 
 MODEL = "tiny"
 CLIENTS = 16
+BASELINES = {"served, engine process": "alone", "served": "alone, every core"}  # the same compute threads
 
 
 @dataclass(frozen=True)
@@ -122,12 +130,12 @@ def served(server: ServerProcess, prompts: list[str], sampling: str) -> Run:
         threading.Thread(target=_client, args=(server.grpc_url, share, sampling, ttft, tokens))
         for share in _shares(prompts)
     ]
-    cpu, clients_cpu, started = _cpu_seconds(server.process.pid), _cpu_seconds(os.getpid()), time.perf_counter()
+    cpu, clients_cpu, started = tree_cpu_seconds(server.process.pid), _cpu_seconds(os.getpid()), time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    elapsed, cpu = time.perf_counter() - started, _cpu_seconds(server.process.pid) - cpu
+    elapsed, cpu = time.perf_counter() - started, tree_cpu_seconds(server.process.pid) - cpu
     clients_cpu = _cpu_seconds(os.getpid()) - clients_cpu
     assert len(ttft) == len(prompts), "a client failed; see its traceback above"
     return Run(sum(tokens) / elapsed, ttft, cpu * 1e6 / sum(tokens), clients_cpu * 1e6 / sum(tokens))
@@ -174,26 +182,39 @@ def main() -> None:
     arguments = parser.parse_args()
     sampling = {"max_tokens": arguments.max_tokens, "temperature": 0, "ignore_eos": True}
     prompts = _prompts(arguments.requests)
-    runs: dict[str, list[Run]] = {"alone": [], "served": []}
+    runs: dict[str, list[Run]] = {"alone": [], "alone, every core": [], "served, engine process": [], "served": []}
+    every_core = torch.get_num_threads()
+    threads = {"alone": int(child_environment("cpu")["OMP_NUM_THREADS"]), "alone, every core": every_core}
     with tempfile.TemporaryDirectory() as folder:
         model = build_tiny_model(Path(folder) / "model")
-        repository = Path(folder) / "models"
-        write_model_repository(repository, MODEL, model)
-        spec = read_model_spec("llm", MODEL, repository / MODEL / "1", "cpu")
-        server = start_server([repository], timeout=300)
+        isolated, inside = Path(folder) / "isolated", Path(folder) / "inside"
+        write_model_repository(isolated, MODEL, model)
+        write_model_repository(inside, MODEL, model, engine_process=False)
+        spec = read_model_spec("llm", MODEL, inside / MODEL / "1", "cpu")
+        servers = {"served, engine process": start_server([isolated], timeout=300)}
+        servers["served"] = start_server([inside], timeout=300)
         runner = asyncio.Runner(loop_factory=_new_loop)
-        engine = create_engine(spec.engine, spec.settings)
+        engines = {}
         try:
-            runner.run(engine.start())
-            served(server, prompts[:CLIENTS], json.dumps(sampling))  # warm-up
-            runner.run(alone(engine, prompts[:CLIENTS], sampling))
+            for name, count in threads.items():
+                torch.set_num_threads(count)  # taken by the generation thread the engine starts
+                engines[name] = create_engine(spec.engine, spec.settings)
+                runner.run(engines[name].start())
+            for server in servers.values():
+                served(server, prompts[:CLIENTS], json.dumps(sampling))  # warm-up
+            for engine in engines.values():
+                runner.run(alone(engine, prompts[:CLIENTS], sampling))
             for _ in range(arguments.rounds):
-                runs["alone"].append(runner.run(alone(engine, prompts, sampling)))
-                runs["served"].append(served(server, prompts, json.dumps(sampling)))
+                for name, engine in engines.items():
+                    runs[name].append(runner.run(alone(engine, prompts, sampling)))
+                for name, server in servers.items():
+                    runs[name].append(served(server, prompts, json.dumps(sampling)))
         finally:
-            runner.run(engine.stop())
+            for engine in engines.values():
+                runner.run(engine.stop())
             runner.close()
-            server.stop()
+            for server in servers.values():
+                server.stop()
     rows = []
     for name, measured in runs.items():
         throughput = statistics.median(run.tokens_per_s for run in measured)
@@ -204,21 +225,42 @@ def main() -> None:
     print_table(
         f"{CLIENTS} streaming clients, {arguments.requests} requests of {arguments.max_tokens} tokens, "
         f"tiny model on the transformers engine (median of {arguments.rounds} rounds)",
-        ["driver", "tokens/s", "TTFT p50 ms", "engine process CPU ms / 1k tokens", "client CPU ms / 1k tokens"],
+        ["driver", "tokens/s", "TTFT p50 ms", "server CPU ms / 1k tokens", "client CPU ms / 1k tokens"],
         rows,
     )
-    (_, alone_tps, alone_ttft, alone_cpu, _), (_, served_tps, served_ttft, served_cpu, client_cpu) = rows
-    print_table(
-        "naiad against the engine alone (targets: >= 0.9x tokens/s, <= 5 ms more TTFT p50)",
-        ["tokens/s ratio", "TTFT p50 overhead ms", "CPU ratio", "CPU ratio with the clients"],
-        [
+    by_name = {row[0]: row for row in rows}
+    best = by_name["alone, every core"][1]
+    comparisons = []
+    for name, baseline in BASELINES.items():
+        _, tps, ttft, cpu, clients = by_name[name]
+        _, alone_tps, alone_ttft, alone_cpu, _ = by_name[baseline]
+        comparisons.append(
             (
-                served_tps / alone_tps,
-                served_ttft - alone_ttft,
-                served_cpu / alone_cpu,
-                (served_cpu + client_cpu) / alone_cpu,
+                name,
+                baseline,
+                tps / alone_tps,
+                tps / best,
+                ttft - alone_ttft,
+                cpu / alone_cpu,
+                (cpu + clients) / alone_cpu,
             )
+        )
+    print_table(
+        "naiad against the engine alone with the same threads (targets: >= 0.9x tokens/s, <= 5 ms more TTFT p50)",
+        [
+            "driver",
+            "against",
+            "tokens/s ratio",
+            "x alone, every core",
+            "TTFT p50 overhead ms",
+            "CPU ratio",
+            "CPU ratio with the clients",
         ],
+        comparisons,
+    )
+    print(
+        f"alone: {threads['alone']} compute threads, as naiad gives its engine process (one fewer than the CPUs); "
+        f"alone, every core: torch's default ({threads['alone, every core']}), as the engine gets in the server process"
     )
 
 

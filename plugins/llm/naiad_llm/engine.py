@@ -8,7 +8,7 @@ event loop; an engine that computes on its own thread hands results back to the 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +110,11 @@ class Engine(ABC):
     @abstractmethod
     def stats(self) -> EngineStats:
         """The engine's current load."""
+
+    def on_load_change(self, listener: Callable[[EngineStats], None]) -> None:
+        """Call ``listener`` on the server loop whenever the engine learns of a new load. Only an
+        engine that learns its load by message needs to; the others are read through :meth:`stats`."""
+        del listener
 
     @abstractmethod
     async def stop(self) -> None:

@@ -19,6 +19,9 @@ from naiad_llm.engines import ENGINES, EngineSettings
 ENGINE_ARGS_FILE = "model.json"
 LORA_FILE = "multi_lora.json"
 DEFAULT_ENGINE = "transformers"
+# Engines that run in a process of their own unless model.json says "engine_process": false. vLLM runs
+# its engine core in a process of its own already; the GPU engines are not measured in one.
+OWN_PROCESS_BY_DEFAULT = frozenset({"transformers"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,10 @@ def read_model_spec(backend: str, model_name: str, version_dir: Path, device: st
     if str(args.get("enable_lora", "")).lower() == "true":
         adapters = _read_json_object(version_dir / LORA_FILE, model_name, what="LoRA adapters (enable_lora is true)")
         lora = {str(name): _resolve(str(folder), version_dir) for name, folder in adapters.items()}
-    settings = EngineSettings(model_name, resolved, args, version_dir, device, lora)
+    process = args.pop("engine_process", engine in OWN_PROCESS_BY_DEFAULT)
+    if not isinstance(process, bool):
+        raise invalid_arg(f"model '{model_name}': {path}: \"engine_process\" must be true or false, not {process!r}")
+    settings = EngineSettings(model_name, resolved, args, version_dir, device, lora, process)
     return ModelSpec(engine, settings)
 
 

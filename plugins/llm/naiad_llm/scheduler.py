@@ -50,6 +50,7 @@ class LLMScheduler(Scheduler):
         self._idle = threading.Condition(self._lock)
         self._ids = itertools.count()
         self._load_read = 0.0
+        engine.on_load_change(metrics.load)
 
     def start(self) -> None:
         with self._lock:

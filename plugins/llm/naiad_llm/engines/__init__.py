@@ -6,6 +6,7 @@ package is not installed fail the model's load with the ``pip install`` line tha
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,8 @@ class EngineSettings:
     ``model``: a local model folder (resolved against the version folder) or a hub id. ``args``: the
     engine's own arguments from ``model.json`` (for vLLM, ``AsyncEngineArgs``; ``model`` included).
     ``lora_modules``: LoRA adapter name -> folder, from ``multi_lora.json``. ``device``: "cpu" or
-    "cuda:<n>", from the model's instance group.
+    "cuda:<n>", from the model's instance group. ``engine_process``: run the engine in a process of
+    its own (:mod:`naiad_llm.engines.process`).
     """
 
     model_name: str
@@ -31,6 +33,7 @@ class EngineSettings:
     version_dir: Path
     device: str = "cpu"
     lora_modules: dict[str, str] = field(default_factory=dict)
+    engine_process: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +61,8 @@ ENGINES: dict[str, _EngineEntry] = {
 
 
 def create_engine(engine: str, settings: EngineSettings) -> Engine:
-    """The engine named ``engine`` for ``settings``; UNAVAILABLE naming the extra when it is missing."""
+    """The engine named ``engine`` for ``settings``, in a process of its own if they say so; UNAVAILABLE
+    naming the extra when it is missing, INVALID_ARG for arguments the engine does not take."""
     entry = ENGINES.get(engine)
     if entry is None:
         known = ", ".join(f'"{name}"' for name in ENGINES)
@@ -74,5 +78,10 @@ def create_engine(engine: str, settings: EngineSettings) -> Engine:
             f"model '{settings.model_name}' needs the {entry.title} engine: "
             f"pip install 'naiad-llm[{entry.extra}]'{note}; importing it failed: {error}"
         ) from error
-    created: Engine = module.create_engine(settings)
+    in_process = dataclasses.replace(settings, engine_process=False)
+    created: Engine = module.create_engine(in_process)  # checks the arguments, loads nothing
+    if settings.engine_process:
+        from naiad_llm.engines.process import EngineProcess
+
+        return EngineProcess(engine, in_process)
     return created

@@ -1,7 +1,8 @@
 """The transformers engine: Hugging Face transformers' own continuous batching, on CPU or GPU.
 
 ``model.init_continuous_batching`` gives a manager whose generation thread adds requests to the
-running batch between decoding steps and hands each step's tokens to handlers on the server loop.
+running batch between decoding steps and hands each step's tokens to handlers on the event loop
+that drives the engine (the server's, or its engine process's).
 Sampling is per request through :class:`~naiad_llm.engines.sampler.RequestSampler`, and
 ``json_schema`` is enforced there through :mod:`~naiad_llm.engines.json_grammar`. Limits: one
 sequence per request (the scheduler runs ``n`` requests for ``n`` choices), no LoRA adapters

@@ -1,0 +1,43 @@
+"""The messages between the server and an engine process: pickled tuples, each behind its length.
+
+Server to engine: ``("start", engine, settings, log_level)``, ``("add", request)``, ``("abort", id)``,
+``("stop",)``. Engine to server: ``("ready", info)`` or ``("failed", message, code)`` once;
+``("outputs", [(id, output), ...], stats)``, ``("error", id, message, code)`` and
+``("log", level, logger, text)`` as they come. Both ends are the same program, so pickle is safe.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any
+
+_HEADER = struct.Struct("!I")
+
+
+def frame(message: Any) -> bytes:
+    """``message`` as bytes to write to the socket."""
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(body)) + body
+
+
+class Frames:
+    """Splits what a socket delivers into the messages it carries."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The messages that ``data`` completes, in order."""
+        self._buffer += data
+        messages = []
+        while len(self._buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buffer)
+            end = _HEADER.size + size
+            if len(self._buffer) < end:
+                break
+            messages.append(pickle.loads(self._buffer[_HEADER.size : end]))
+            del self._buffer[:end]
+        return messages
