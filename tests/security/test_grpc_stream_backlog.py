@@ -47,7 +47,7 @@ class Sender:
 def test_an_unread_stream_holds_a_bounded_amount(server: ServerProcess) -> None:
     pid = server.process.pid
     before = rss_mib(pid)
-    sender = Sender(REQUESTS, pad=64 * 1024)
+    sender = Sender(REQUESTS, pad=512 * 1024)  # 150 MiB in all: far more than HTTP/2 windows hold
     call = stub(server.grpc_url).ModelStreamInfer(iter(sender), timeout=60)
     time.sleep(2.0)  # the client reads nothing
     grown = rss_mib(pid) - before
