@@ -6,7 +6,8 @@ in-process (:class:`naiad.Server`). Each server gets the same requests; what the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +92,19 @@ def test_statistics_count_in_process_requests_as_http_ones(
     ):
         with pytest.raises((NaiadError, InferenceServerException)):
             server_infer()  # refused by validation: counted the same way (not at all) by both
-    ours = in_process.model_statistics("counted")
-    theirs = http.get_inference_statistics("counted")
-    assert ours["model_stats"][0]["inference_count"] == 6
+    ours = _counted(lambda: in_process.model_statistics("counted"), 6)
+    theirs = _counted(lambda: http.get_inference_statistics("counted"), 6)
     assert _without_times(ours) == _without_times(theirs)
+
+
+def _counted(read: Callable[[], Any], inferences: int) -> Any:
+    """The statistics once they count ``inferences``: an execution is recorded when it ends, which can
+    be just after its client has the response."""
+    deadline = time.monotonic() + 5
+    while (statistics := read())["model_stats"][0]["inference_count"] != inferences:
+        assert time.monotonic() < deadline, statistics
+        time.sleep(0.01)
+    return statistics
 
 
 @pytest.mark.parametrize(
