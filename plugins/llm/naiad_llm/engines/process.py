@@ -9,6 +9,8 @@ event loop, the outputs every request gained meanwhile, with the engine's load. 
 that arrive before its generator took the last one are merged into one. The engine's info, its
 tokenizer included, comes over once, when the engine has started.
 
+The child runs in a session of its own, so signals meant for the server's process group (a
+terminal's Ctrl+C) reach only the server, which stops the engine after what it accepted is answered.
 A child that dies (killed, out of memory, a crash in native code) fails the requests it was generating
 with an error naming the model, and is restarted; requests meanwhile are answered UNAVAILABLE. The wait
 before a restart grows from 0.1 s to 30 s while children keep dying within 30 s of starting. A child
@@ -140,6 +142,7 @@ class EngineProcess(Engine):
                 [sys.executable, "-m", CHILD_MODULE, str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
                 env=child_environment(self._settings.device),
+                start_new_session=True,  # a terminal's Ctrl+C stops the server, which stops the engine
             )
         ready: asyncio.Future[EngineInfo] = loop.create_future()
         ended = f"model '{self._settings.model_name}': its {self._engine} engine process ended while starting"
