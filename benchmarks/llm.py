@@ -13,7 +13,7 @@ exactly ``--max-tokens`` tokens:
   process (one fewer than the CPUs, so the server keeps a core); "alone, every core" with torch's
   default, one per core, as the engine gets in the server process.
 
-Each round measures the three in turn (so load changes on a shared machine hit them alike); the
+Each round measures each driver in turn (so load changes on a shared machine hit them alike); the
 report is the median over rounds of output tokens per second and of the median time to first token.
 The server's CPU counts its engine process too.
 
@@ -44,6 +44,7 @@ import torch
 import tritonclient.grpc as grpcclient
 from harness import print_table, tree_cpu_seconds
 
+from naiad.backend import new_event_loop
 from naiad.testing import ServerProcess, start_server
 from naiad_llm.engine import GenerationRequest
 from naiad_llm.engines import create_engine
@@ -165,15 +166,6 @@ async def alone(engine: Any, prompts: list[str], sampling: dict[str, Any]) -> Ru
     return Run(tokens / elapsed, ttft, cpu * 1e6 / tokens)
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
-    """The loop naiad serves on (uvloop when installed), so both drivers hand tokens over alike."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -193,7 +185,7 @@ def main() -> None:
         spec = read_model_spec("llm", MODEL, inside / MODEL / "1", "cpu")
         servers = {"served, engine process": start_server([isolated], timeout=300)}
         servers["served"] = start_server([inside], timeout=300)
-        runner = asyncio.Runner(loop_factory=_new_loop)
+        runner = asyncio.Runner(loop_factory=new_event_loop)
         engines = {}
         try:
             for name, count in threads.items():

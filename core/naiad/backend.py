@@ -24,6 +24,7 @@ from naiad.config import config_from_json, config_to_json, config_to_json_dict, 
 from naiad.contexts import DEFAULT_MAX_BATCH_SIZE, BackendContext, InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.devices import gpu_count
 from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable, unsupported
+from naiad.event_loop import new_event_loop
 from naiad.hookspecs import hookimpl
 from naiad.inference import (
     SEQUENCE_END,
@@ -116,6 +117,7 @@ __all__ = [
     "gpu_count",
     "hookimpl",
     "invalid_arg",
+    "new_event_loop",
     "not_found",
     "parse_model_config",
     "report_compute",

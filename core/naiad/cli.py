@@ -12,6 +12,7 @@ from pathlib import Path
 from naiad import __version__
 from naiad.check.command import add_check_command, run_check
 from naiad.cli_help import SERVE_EPILOG, SERVE_USAGE, ServeHelpFormatter
+from naiad.event_loop import new_event_loop
 from naiad.file_limits import raise_open_file_limit
 from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
@@ -606,14 +607,6 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     )
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -644,7 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return_large_blocks_to_os()
     raise_open_file_limit()
     try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(Server(options, logs=logs).run())
     except (StartupError, OSError) as error:
         logger.error("naiad cannot start: %s", error)

@@ -69,6 +69,7 @@ SDK = [
     "gpu_count",
     "hookimpl",
     "invalid_arg",
+    "new_event_loop",
     "not_found",
     "parse_model_config",
     "report_compute",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JSON_SCHEMA = "json_schema"  # EngineInfo.extra key: True when the engine enforces SamplingSettings.json_schema
+LOAD_REFRESH_S = 0.01  # while tokens flow, an engine's load is read at most this often
 
 
 @dataclass(frozen=True, slots=True)

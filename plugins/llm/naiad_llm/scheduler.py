@@ -25,13 +25,12 @@ from naiad.backend import (
     unavailable,
 )
 from naiad_llm.choices import choice_requests, generate_choices
-from naiad_llm.engine import Engine, EngineInfo, GenerationRequest
+from naiad_llm.engine import LOAD_REFRESH_S, Engine, EngineInfo, GenerationRequest
 from naiad_llm.metrics import ModelMetrics, RequestTimer
 from naiad_llm.triton_io import TritonRequest, final_response, input_tokens, parse_request, streamed_response
 
 logger = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 60.0
-LOAD_REFRESH_S = 0.01  # the load gauges are read from the engine at most this often while tokens flow
 
 
 class LLMScheduler(Scheduler):

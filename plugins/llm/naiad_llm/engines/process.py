@@ -5,9 +5,10 @@ model's modules), as the server does for every request and every streamed token.
 take turns on the GIL, and each makes the other slower. :class:`EngineProcess` runs the engine in a
 child process (the same design as vLLM's engine-core process) and speaks to it over a socket pair
 with small pickled messages: requests and aborts one way; the other way, once per turn of the child's
-event loop, the outputs every request gained meanwhile, with the engine's load. Outputs of a request
-that arrive before its generator took the last one are merged into one. The engine's info, its
-tokenizer included, comes over once, when the engine has started.
+event loop, the outputs every request gained meanwhile, with the engine's load (every 10 ms at most
+while tokens flow, and whenever a request ends). Outputs of a request that arrive before its
+generator took the last one are merged into one. The engine's info, its tokenizer included, comes
+over once, when the engine has started.
 
 The child runs in a session of its own, so signals meant for the server's process group (a
 terminal's Ctrl+C) reach only the server, which stops the engine after what it accepted is answered.
@@ -179,7 +180,8 @@ class EngineProcess(Engine):
                 queue = self._requests.get(request_id)
                 if queue is not None:
                     queue.put(output)
-            self._load_changed(stats)
+            if stats is not None:
+                self._load_changed(stats)
         elif kind == "error":
             _, request_id, text, code = message
             queue = self._requests.get(request_id)

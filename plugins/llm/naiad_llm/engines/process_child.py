@@ -1,7 +1,8 @@
 """The engine process: ``python -m naiad_llm.engines.process_child FD`` serves one engine on socket FD.
 
 It runs the engine on its own event loop, each request as a task, and sends the outputs every
-request gained during one turn of the loop as one message, with the engine's load. What it logs goes
+request gained during one turn of the loop as one message, with the engine's load when a request
+ended or 10 ms have passed. What it logs goes
 to the server, which logs it in its own format, file and level. When the server closes the socket
 (it stopped, or it died) the engine stops and the process exits.
 """
@@ -16,8 +17,8 @@ import threading
 import traceback
 from typing import Any
 
-from naiad.backend import ErrorCode, NaiadError
-from naiad_llm.engine import Engine, GenerationOutput, GenerationRequest
+from naiad.backend import ErrorCode, NaiadError, new_event_loop
+from naiad_llm.engine import LOAD_REFRESH_S, Engine, GenerationOutput, GenerationRequest
 from naiad_llm.engines import EngineSettings, create_engine
 from naiad_llm.engines.process_wire import Frames, frame
 
@@ -35,6 +36,8 @@ class EngineChild:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._pending: list[tuple[str, GenerationOutput]] = []
         self._flush_scheduled = False
+        self._load_changed = False  # a request ended since the load was last sent
+        self._load_sent = 0.0  # loop time
         self._done: asyncio.Future[None] | None = None
         self._transport: asyncio.Transport | None = None
 
@@ -110,7 +113,8 @@ class EngineChild:
             self.write(("error", request.request_id, message, ErrorCode.INTERNAL))
         finally:
             self._tasks.pop(request.request_id, None)
-            self._schedule_flush()  # the engine's load changed
+            self._load_changed = True
+            self._schedule_flush()
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
@@ -118,10 +122,15 @@ class EngineChild:
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
+        """Send the outputs gained this turn, with the engine's load when a request ended or it is due."""
         self._flush_scheduled = False
         pending, self._pending = self._pending, []
         assert self._engine is not None
-        self.write(("outputs", pending, self._engine.stats()))
+        now = asyncio.get_running_loop().time()
+        load = None
+        if self._load_changed or now - self._load_sent >= LOAD_REFRESH_S:
+            load, self._load_changed, self._load_sent = self._engine.stats(), False, now
+        self.write(("outputs", pending, load))
 
 
 class _ChildProtocol(asyncio.Protocol):
@@ -160,13 +169,7 @@ class _ForwardedLogs(logging.Handler):
 def main(fd: int) -> None:
     """Serve the engine on the socket ``fd`` until the server says stop or goes away."""
     sock = socket.socket(fileno=fd)
-    try:
-        import uvloop
-
-        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
-    except ImportError:
-        runner = asyncio.Runner()
-    with runner:
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(EngineChild(sock).serve())
 
 

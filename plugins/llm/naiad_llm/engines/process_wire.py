@@ -2,7 +2,7 @@
 
 Server to engine: ``("start", engine, settings, log_level)``, ``("add", request)``, ``("abort", id)``,
 ``("stop",)``. Engine to server: ``("ready", info)`` or ``("failed", message, code)`` once;
-``("outputs", [(id, output), ...], stats)``, ``("error", id, message, code)`` and
+``("outputs", [(id, output), ...], stats or None)``, ``("error", id, message, code)`` and
 ``("log", level, logger, text)`` as they come. Both ends are the same program, so pickle is safe.
 """
 
