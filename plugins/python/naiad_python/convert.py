@@ -99,6 +99,8 @@ def core_response(response: InferenceResponse | None, requested: frozenset[str])
 
 def request_parameters(request: CoreRequest) -> str:
     """The custom parameters of a request as the JSON string ``request.parameters()`` returns."""
+    if not request.parameters:  # most requests: no encoder run for nothing
+        return "{}"
     custom = {
         key: value
         for key, value in request.parameters.items()
