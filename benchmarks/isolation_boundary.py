@@ -23,18 +23,19 @@ from pathlib import Path
 
 import numpy as np
 from harness import print_table, tree_cpu_seconds
+from isolation import PROCESS, THREAD
 from vs_triton import ADD_SUB, CONFIG
 
 from naiad.embedded.server import Server
 from naiad.testing import ModelRepositoryBuilder
 
-MODES = ("thread", "process")
+ISOLATION = {"thread": THREAD, "process": PROCESS}  # the config parameter of each mode
+MODES = tuple(ISOLATION)
 BATCHES = (1, 8, 32)
 
 
 def _config(mode: str) -> str:
-    named = CONFIG.replace('name: "add_sub"', f'name: "add_sub_{mode}"')
-    return named + f'\nparameters {{ key: "INSTANCE_ISOLATION" value: {{ string_value: "{mode}" }} }}\n'
+    return CONFIG.replace('name: "add_sub"', f'name: "add_sub_{mode}"') + ISOLATION[mode]
 
 
 def _executions(server: Server, model: str) -> int:

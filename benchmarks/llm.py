@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import queue
 import statistics
 import tempfile
@@ -68,12 +67,6 @@ class Run:
     ttft: list[float]
     cpu_ms_per_1k: float
     client_cpu_ms_per_1k: float = 0.0  # served: what the 16 tritonclient streams in this process spent
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process ``pid`` and all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _prompts(requests: int) -> list[str]:
@@ -131,13 +124,13 @@ def served(server: ServerProcess, prompts: list[str], sampling: str) -> Run:
         threading.Thread(target=_client, args=(server.grpc_url, share, sampling, ttft, tokens))
         for share in _shares(prompts)
     ]
-    cpu, clients_cpu, started = tree_cpu_seconds(server.process.pid), _cpu_seconds(os.getpid()), time.perf_counter()
+    cpu, clients_cpu, started = tree_cpu_seconds(server.process.pid), time.process_time(), time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     elapsed, cpu = time.perf_counter() - started, tree_cpu_seconds(server.process.pid) - cpu
-    clients_cpu = _cpu_seconds(os.getpid()) - clients_cpu
+    clients_cpu = time.process_time() - clients_cpu
     assert len(ttft) == len(prompts), "a client failed; see its traceback above"
     return Run(sum(tokens) / elapsed, ttft, cpu * 1e6 / sum(tokens), clients_cpu * 1e6 / sum(tokens))
 
@@ -160,9 +153,9 @@ async def alone(engine: Any, prompts: list[str], sampling: dict[str, Any]) -> Ru
             assert first is not None, "a request produced no token"
             ttft.append(first)
 
-    cpu, started = _cpu_seconds(os.getpid()), time.perf_counter()
+    cpu, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(client(index, share) for index, share in enumerate(_shares(prompts))))
-    elapsed, cpu = time.perf_counter() - started, _cpu_seconds(os.getpid()) - cpu
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     return Run(tokens / elapsed, ttft, cpu * 1e6 / tokens)
 
 

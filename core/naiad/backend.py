@@ -42,6 +42,7 @@ from naiad.inference import (
 from naiad.metrics.custom import Metric, MetricFamily, MetricKind
 from naiad.models import ServingModel
 from naiad.pipeline import ResponseStage
+from naiad.process_exit import describe_exit
 from naiad.protocol.model_config_pb2 import (
     DataType,
     ModelConfig,
@@ -114,6 +115,7 @@ __all__ = [
     "config_to_json",
     "config_to_json_dict",
     "datatypes",
+    "describe_exit",
     "gpu_count",
     "hookimpl",
     "invalid_arg",

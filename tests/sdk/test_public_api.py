@@ -66,6 +66,7 @@ SDK = [
     "config_to_json",
     "config_to_json_dict",
     "datatypes",
+    "describe_exit",
     "gpu_count",
     "hookimpl",
     "invalid_arg",

@@ -24,7 +24,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from naiad.backend import ErrorCode, NaiadError, unavailable
+from naiad.backend import ErrorCode, NaiadError, describe_exit, unavailable
 from naiad_llm.engine import Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest
 from naiad_llm.engines import EngineSettings
 from naiad_llm.engines.process_wire import Frames, frame
@@ -218,12 +217,12 @@ class EngineProcess(Engine):
         if lived > RESTART_BACKOFF_S[1]:
             self._backoff = RESTART_BACKOFF_S[0]  # it ran a good while: no crash loop
         logger.error(
-            "model '%s': the %s engine process (pid %d) died (%s) after %.1f s; its requests failed; "
+            "model '%s': the %s engine process (pid %d) died (it %s) after %.1f s; its requests failed; "
             "restarting it in %.1f s",
             name,
             self._engine,
             child.process.pid,
-            _exit_status(status),
+            describe_exit(status),
             lived,
             self._backoff,
         )
@@ -238,15 +237,6 @@ class EngineProcess(Engine):
             else:
                 logger.info("model '%s': the %s engine process is back", name, self._engine)
                 return
-
-
-def _exit_status(status: int) -> str:
-    if status < 0:
-        try:
-            return f"killed by {signal.Signals(-status).name}"
-        except ValueError:
-            return f"killed by signal {-status}"
-    return f"exit code {status}"
 
 
 @dataclasses.dataclass(slots=True)

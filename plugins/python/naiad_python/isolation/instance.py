@@ -20,7 +20,6 @@ import contextlib
 import itertools
 import logging
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -37,6 +36,7 @@ from naiad.backend import (
     MetricFamily,
     ModelInstance,
     NaiadError,
+    describe_exit,
 )
 from naiad_python import instance as in_process
 from naiad_python import origin
@@ -79,12 +79,7 @@ class _Worker:
             code = self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return "it stopped answering"
-        if code < 0:
-            try:
-                return f"it was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                return f"it was killed by signal {-code}"
-        return f"it exited with status {code}"
+        return f"it {describe_exit(code)}"
 
     def kill(self) -> None:
         retire((self.process, self.channel, self.control))
