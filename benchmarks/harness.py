@@ -152,6 +152,12 @@ class Measurement:
     cpu_us: float | None = None  # the server's CPU time per inference, its child processes included
 
 
+def own_cpu_seconds(pid: int) -> float:
+    """User + system CPU time so far of one process (its threads, not its children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """User + system CPU time so far of a process and every process below it (workers, stubs)."""
     children: dict[int, list[int]] = {}

@@ -25,6 +25,7 @@ from naiad.contexts import DEFAULT_MAX_BATCH_SIZE, BackendContext, InstanceConte
 from naiad.devices import gpu_count
 from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable, unsupported
 from naiad.event_loop import new_event_loop
+from naiad.heap import settle as settle_heap
 from naiad.hookspecs import hookimpl
 from naiad.inference import (
     SEQUENCE_END,
@@ -123,6 +124,7 @@ __all__ = [
     "not_found",
     "parse_model_config",
     "report_compute",
+    "settle_heap",
     "unavailable",
     "unsupported",
 ]

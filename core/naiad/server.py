@@ -18,6 +18,7 @@ from naiad.dataplane import DataPlane, ServerState
 from naiad.devices import gpu_count
 from naiad.errors import NaiadError
 from naiad.grpc import GrpcFrontend, GrpcSettings
+from naiad.heap import settle as settle_heap
 from naiad.http import build_app
 from naiad.http.serving import HttpFrontend, bind_socket
 from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT, ModelLifecycle
@@ -152,6 +153,7 @@ class Server:
                 loop.add_signal_handler(sig, self.request_stop)
         try:
             await self.start()
+            settle_heap()  # this process serves from now on: see naiad.heap
             await self._stop.wait()
             await self.drain()
         finally:

@@ -74,6 +74,7 @@ SDK = [
     "not_found",
     "parse_model_config",
     "report_compute",
+    "settle_heap",
     "unavailable",
     "unsupported",
 ]

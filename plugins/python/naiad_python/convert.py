@@ -38,17 +38,20 @@ def input_tensor(tensor: CoreTensor) -> Tensor:
     return Tensor._wrap(tensor.name, array, number, tensor)
 
 
-def output_tensor(tensor: Tensor) -> CoreTensor:
+def output_tensor(tensor: Tensor, *, copy: bool = True) -> CoreTensor:
     """A model output as a core tensor.
 
     A tensor naiad handed the model goes out as it came in; numeric data the model made is copied,
-    as Triton does when it sends.
+    as Triton does when it sends, unless ``copy`` is false: the sender copies it before it returns.
     """
     if tensor._core is not None:
         return tensor._core
     number = tensor.triton_dtype()
     data = tensor._wire_array()
-    data = datatypes.to_bytes_array(data) if number == BYTES else np.array(data, copy=True, order="C")
+    if number == BYTES:
+        data = datatypes.to_bytes_array(data)
+    elif copy:
+        data = np.array(data, copy=True, order="C")
     return CoreTensor(tensor.name(), datatypes.BY_NUMBER[number].wire, data)
 
 
@@ -85,15 +88,18 @@ def bls_response(response: CoreResponse) -> InferenceResponse:
     return InferenceResponse([input_tensor(tensor) for tensor in response.outputs], parameters=parameters)
 
 
-def core_response(response: InferenceResponse | None, requested: frozenset[str]) -> CoreResponse | None:
-    """A model response as a core response, keeping only the requested outputs."""
+def core_response(
+    response: InferenceResponse | None, requested: frozenset[str], *, copy: bool = True
+) -> CoreResponse | None:
+    """A model response as a core response, keeping only the requested outputs (``copy``: see
+    :func:`output_tensor`)."""
     if response is None:
         return None
     parameters: dict[str, Any] = dict(response._parameter_dict())
     error = response.error()
     if error is not None:
         return CoreResponse(error=core_error(error), parameters=parameters)
-    outputs = [output_tensor(t) for t in response.output_tensors() if t.name() in requested]
+    outputs = [output_tensor(t, copy=copy) for t in response.output_tensors() if t.name() in requested]
     return CoreResponse(outputs=outputs, parameters=parameters)
 
 
@@ -109,11 +115,16 @@ def request_parameters(request: CoreRequest) -> str:
     return json.dumps(custom)
 
 
-def received_request(request: CoreRequest, *, decoupled: bool, config_outputs: Sequence[str]) -> InferenceRequest:
-    """The ``pb_utils.InferenceRequest`` handed to ``execute`` for one core request."""
+def received_request(
+    request: CoreRequest, *, decoupled: bool, config_outputs: Sequence[str], copy_outputs: bool = True
+) -> InferenceRequest:
+    """The ``pb_utils.InferenceRequest`` handed to ``execute`` for one core request (``copy_outputs``:
+    see :func:`output_tensor`)."""
     requested = list(request.requested_outputs) or list(config_outputs)
     sender = InferenceResponseSender(
-        _deliverer(request, frozenset(requested)), decoupled=decoupled, is_cancelled=request.is_cancelled
+        _deliverer(request, frozenset(requested), copy_outputs),
+        decoupled=decoupled,
+        is_cancelled=request.is_cancelled,
     )
     return InferenceRequest._received(
         request_id=request.id,
@@ -130,10 +141,12 @@ def received_request(request: CoreRequest, *, decoupled: bool, config_outputs: S
     )
 
 
-def _deliverer(request: CoreRequest, requested: frozenset[str]) -> Callable[[InferenceResponse | None, bool], None]:
+def _deliverer(
+    request: CoreRequest, requested: frozenset[str], copy: bool
+) -> Callable[[InferenceResponse | None, bool], None]:
     core_sender = request.sender
 
     def deliver(response: InferenceResponse | None, final: bool) -> None:
-        core_sender.send(core_response(response, requested), final=final)
+        core_sender.send(core_response(response, requested, copy=copy), final=final)
 
     return deliver

@@ -39,8 +39,11 @@ class ContractError(Exception):
 class PythonModelInstance(ModelInstance):
     """A ``TritonPythonModel`` object behind naiad's :class:`~naiad.backend.ModelInstance` interface."""
 
-    def __init__(self, model: PythonModel, context: InstanceContext) -> None:
+    def __init__(self, model: PythonModel, context: InstanceContext, *, copy_outputs: bool = True) -> None:
+        """``copy_outputs=False`` when the response senders copy each output before ``send`` returns
+        (a worker's do, into its arena): the model's arrays then go to them as they are."""
         self.name = context.name
+        self._copy_outputs = copy_outputs
         self.model_name = context.model_name
         self.model_file = model.model_file
         self.decoupled = context.config.model_transaction_policy.decoupled
@@ -108,7 +111,9 @@ class PythonModelInstance(ModelInstance):
         the requests are converted and ends when ``execute`` returned, before its responses go out.
         """
         batch = [
-            convert.received_request(request, decoupled=self.decoupled, config_outputs=self._config_outputs)
+            convert.received_request(
+                request, decoupled=self.decoupled, config_outputs=self._config_outputs, copy_outputs=self._copy_outputs
+            )
             for request in requests
         ]
         try:

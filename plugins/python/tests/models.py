@@ -189,6 +189,27 @@ DECOUPLED_REPEAT = PythonModelSpec(
 
 # -- auto_complete_config without config.pbtxt -------------------------------------------------
 
+DECOUPLED_REUSED_BUFFER = PythonModelSpec(
+    model_py="""
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            for request in requests:
+                sender = request.get_response_sender()
+                buffer = np.zeros([1], dtype=np.int32)  # one array, refilled for each response
+                for value in pb_utils.get_input_tensor_by_name(request, "IN").as_numpy():
+                    buffer[0] = value
+                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", buffer)]))
+                buffer[0] = -1
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            return None
+    """,
+    config=DECOUPLED_REPEAT.config,
+)
+
 AUTO_COMPLETE = PythonModelSpec(
     model_py="""
     import triton_python_backend_utils as pb_utils

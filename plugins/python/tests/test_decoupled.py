@@ -7,7 +7,7 @@ import numpy as np
 from naiad.backend import ErrorCode
 
 from .conftest import LoadModel
-from .models import ASYNC_DECOUPLED, DECOUPLED_REPEAT, DECOUPLED_RETURNS_LIST
+from .models import ASYNC_DECOUPLED, DECOUPLED_REPEAT, DECOUPLED_RETURNS_LIST, DECOUPLED_REUSED_BUFFER
 
 
 def test_repeat_sends_one_response_per_element_then_a_flag_only_final(load_model: LoadModel) -> None:
@@ -23,6 +23,12 @@ def test_repeat_sends_one_response_per_element_then_a_flag_only_final(load_model
         assert final.final
         assert final.response is None
         assert sum(event.final for event in collected.events) == 1
+
+
+def test_a_response_keeps_the_data_it_was_sent_with(load_model: LoadModel) -> None:
+    model = load_model("reused_buffer", DECOUPLED_REUSED_BUFFER)
+    collected = model.infer({"IN": np.array([7, 8, 9], np.int32)}).wait()
+    assert [int(r.outputs[0].data[0]) for r in collected.responses] == [7, 8, 9]
 
 
 def test_decoupled_execute_must_return_none(load_model: LoadModel) -> None:

@@ -17,7 +17,7 @@ import threading
 import traceback
 from typing import Any
 
-from naiad.backend import ErrorCode, NaiadError, new_event_loop
+from naiad.backend import ErrorCode, NaiadError, new_event_loop, settle_heap
 from naiad_llm.engine import LOAD_REFRESH_S, Engine, GenerationOutput, GenerationRequest
 from naiad_llm.engines import EngineSettings, create_engine
 from naiad_llm.engines.process_wire import Frames, frame
@@ -95,6 +95,7 @@ class EngineChild:
             self.write(("failed", message, ErrorCode.INTERNAL))
             self.finish()
         else:
+            settle_heap()  # this process serves the engine from now on
             self.write(("ready", info))
 
     async def _run(self, request: GenerationRequest) -> None:

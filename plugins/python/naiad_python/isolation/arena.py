@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,9 @@ MIN_ARENA = 1 << 20
 ONESHOT_ABOVE = 16 << 20
 _ALIGN = 64
 _ids = itertools.count(1)
+# byte orders numpy writes for little-endian data here ("|": one byte wide, "=": native)
+_LITTLE = ("<", "|", "=") if sys.byteorder == "little" else ("<", "|")
+_LITTLE_DTYPES: dict[str, np.dtype[Any]] = {}
 
 TensorSpec = tuple[str, str, tuple[int, ...], int, int]
 """A tensor in an arena: name, Triton datatype, shape, offset, byte size."""
@@ -46,7 +50,17 @@ def _wire(tensor: Tensor) -> npt.NDArray[Any]:
     data = tensor.numpy()
     if tensor.datatype == "BYTES":
         return np.frombuffer(datatypes.serialize_bytes(data), np.uint8)
+    if data.flags.c_contiguous and data.dtype.byteorder in _LITTLE:  # most tensors: as they are
+        return data
     return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+
+
+def _little_endian(datatype: str) -> np.dtype[Any]:
+    """The numpy dtype of a (non-BYTES) Triton datatype's bytes as they cross."""
+    dtype = _LITTLE_DTYPES.get(datatype)
+    if dtype is None:
+        dtype = _LITTLE_DTYPES[datatype] = datatypes.BY_WIRE[datatype].numpy.newbyteorder("<")
+    return dtype
 
 
 class _Mapped:
@@ -174,10 +188,11 @@ def _copy_in(
     specs: list[TensorSpec] = []
     offset = start
     for tensor, array in zip(tensors, arrays, strict=True):
-        if array.nbytes:
-            target[offset : offset + array.nbytes] = array.reshape(-1).view(np.uint8).data
-        specs.append((tensor.name, tensor.datatype, tuple(int(d) for d in tensor.shape), offset, array.nbytes))
-        offset += _aligned(array.nbytes)
+        size = array.nbytes
+        if size:
+            target[offset : offset + size] = array.data.cast("B")  # contiguous: see _wire
+        specs.append((tensor.name, tensor.datatype, tensor.shape, offset, size))
+        offset += _aligned(size)
     return specs
 
 
@@ -215,14 +230,15 @@ class ReadArena:
             raise NaiadError(f"tensor data arrived in arena {arena_id}, but arena {self._id} is mapped")
         result = []
         for name, datatype_name, shape, offset, size in specs:
-            chunk = view[offset : offset + size]
-            datatype = datatypes.BY_WIRE[datatype_name]
+            data: npt.NDArray[Any]
             if datatype_name == "BYTES":
                 count = int(np.prod(shape)) if shape else 1
-                data: npt.NDArray[Any] = datatypes.deserialize_bytes(chunk, count).reshape(shape)
-            else:
-                data = np.frombuffer(chunk, dtype=datatype.numpy.newbyteorder("<")).reshape(shape)
+                data = datatypes.deserialize_bytes(view[offset : offset + size], count).reshape(shape)
+            elif size:
+                data = np.ndarray(shape, _little_endian(datatype_name), view, offset)
                 if copy:
                     data = data.copy()
+            else:
+                data = np.empty(shape, _little_endian(datatype_name))
             result.append(Tensor(name, datatype_name, data))
         return result

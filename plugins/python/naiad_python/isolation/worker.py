@@ -36,6 +36,7 @@ from naiad.backend import (
     RequestedOutput,
     ResponseEvent,
     ResponseSender,
+    settle_heap,
 )
 from naiad_python.isolation.arena import ReadArena, ScratchArena, WriteArena
 from naiad_python.isolation.bls_client import BlsClient
@@ -153,10 +154,12 @@ class Worker:
         model.name, model.version = context.model_name, context.version
         model.model_dir, model.model_file = context.model_dir, Path(message["model_file"])
         try:
-            self.instance = PythonModelInstance(model, context)
+            # every response is copied into an arena as it is sent: no copy of the model's outputs before
+            self.instance = PythonModelInstance(model, context, copy_outputs=False)
         except NaiadError as error:
             self.channel.send({"op": "failed", "message": error.message, "code": error.code.name})
             return
+        settle_heap()  # this process serves the model from now on
         self.channel.send({"op": "loaded"})
 
     def _execute(self, message: Message) -> None:

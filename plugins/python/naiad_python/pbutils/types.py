@@ -7,6 +7,7 @@ non-BYTES dtype), because existing models depend on them.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from typing import Any
 
@@ -59,8 +60,23 @@ def triton_to_numpy_type(data_type: int) -> type[Any] | None:
     return _NUMBER_TO_NUMPY.get(data_type)
 
 
+_KNOWN: dict[Any, int | None] = {}  # numpy_to_triton_type's answers so far: a few types and dtypes
+_KNOWN_MAX = 256
+
+
 def numpy_to_triton_type(data_type: Any) -> int | None:
     """The ``DataType`` number for a numpy dtype or type; ``None`` when there is none."""
+    try:
+        return _KNOWN[data_type]
+    except (KeyError, TypeError):  # not asked yet, or not hashable
+        number = _numpy_to_triton_type(data_type)
+    if len(_KNOWN) < _KNOWN_MAX:
+        with contextlib.suppress(TypeError):
+            _KNOWN[data_type] = number
+    return number
+
+
+def _numpy_to_triton_type(data_type: Any) -> int | None:
     for number, numpy_type in _NUMBER_TO_NUMPY.items():
         if number == BYTES:
             break
