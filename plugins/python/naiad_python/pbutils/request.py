@@ -62,6 +62,11 @@ class InferenceTrace:
         return self._context
 
 
+# What every received request carries: naiad keeps tensors in host memory and does not trace them.
+_HOST_MEMORY = PreferredMemory(TRITONSERVER_MEMORY_CPU)
+_NO_TRACE = InferenceTrace()
+
+
 class InferenceRequest:
     """A request: received in ``execute``, or built by the model for BLS."""
 
@@ -152,8 +157,8 @@ class InferenceRequest:
         request._model_version = model_version
         request._flags = flags
         request._timeout = timeout
-        request._preferred_memory = PreferredMemory(TRITONSERVER_MEMORY_CPU)
-        request._trace = InferenceTrace()
+        request._preferred_memory = _HOST_MEMORY
+        request._trace = _NO_TRACE
         request._parameters = parameters
         request._sender = sender
         request._cancelled = is_cancelled
