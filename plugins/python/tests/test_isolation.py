@@ -291,6 +291,29 @@ def test_the_model_runs_in_another_process(server: ServerProcess) -> None:
     client.close()
 
 
+def test_a_batch_wakes_only_the_thread_that_runs_it(server: ServerProcess) -> None:
+    """The worker's control thread sleeps through batches: it is not woken each time the server reads
+    the end of a batch the worker sent on the control socket (see naiad_python.isolation.channel)."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    pid = int(_faulty(client, 0).as_numpy("PID")[0])
+    before = _wakeups_of_other_threads(pid)
+    for _ in range(100):
+        _faulty(client, 0)
+    assert int(_faulty(client, 0).as_numpy("PID")[0]) == pid
+    assert _wakeups_of_other_threads(pid) - before < 20
+    client.close()
+
+
+def _wakeups_of_other_threads(pid: int) -> int:
+    """Voluntary context switches so far of every thread of ``pid`` but its main thread."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if task.name != str(pid):
+            status = (task / "status").read_text()
+            total += int(next(line for line in status.splitlines() if line.startswith("voluntary_ctxt")).split()[1])
+    return total
+
+
 def _parent_of(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(line for line in status.splitlines() if line.startswith("PPid:")).split()[1])

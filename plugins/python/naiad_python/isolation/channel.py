@@ -2,12 +2,18 @@
 
 Only control data is pickled (names, shapes, offsets, flags, texts); tensor bytes go through the
 arenas. Both ends are this package, with the same interpreter version or newer on the worker side.
+
+Both socket pairs carry messages both ways, and a thread of each process sits in ``receive`` on its
+end. A thread blocked in ``recv`` on a Unix socket is woken each time the peer reads what this end
+sent (the kernel tells the socket's waiters there is room to write), which costs a context switch per
+message for nothing; ``receive`` therefore waits in ``poll`` for data, a wait only data ends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import pickle
+import select
 import socket
 import struct
 import threading
@@ -29,6 +35,8 @@ class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self._send_lock = threading.Lock()
+        self._readable = select.poll()
+        self._readable.register(sock, select.POLLIN)
 
     def send(self, message: Message, fds: list[int] | None = None) -> None:
         payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
@@ -44,9 +52,14 @@ class Channel:
             except OSError as error:
                 raise ChannelClosed(str(error)) from None
 
-    def receive(self) -> tuple[Message, list[int]]:
-        """The next message and the descriptors that came with it (``ChannelClosed`` at the end)."""
+    def receive(self, *, readable: bool = False) -> tuple[Message, list[int]]:
+        """The next message and the descriptors that came with it (``ChannelClosed`` at the end).
+
+        ``readable``: the caller knows data is waiting (an event loop said so), so nothing is waited for.
+        """
         try:
+            if not readable and self.sock.gettimeout() is None:  # with a timeout, the socket module polls
+                self._readable.poll()
             head, fds, _flags, _address = socket.recv_fds(self.sock, _LENGTH.size, _MAX_FDS)
         except OSError as error:
             raise ChannelClosed(str(error)) from None

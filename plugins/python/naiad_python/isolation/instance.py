@@ -421,7 +421,7 @@ class IsolatedInstance(ModelInstance):
     def _executed(self, worker: _Worker, watched: Channel, loop: asyncio.AbstractEventLoop) -> None:
         """A batch ended in the worker (on the loop): wake its ``execute``."""
         try:
-            message, fds = watched.receive()
+            message, fds = watched.receive(readable=True)
         except ChannelClosed:  # the reader thread fails what the worker held
             loop.remove_reader(watched.sock.fileno())
             watched.sock.close()
