@@ -152,26 +152,29 @@ class Measurement:
     cpu_us: float | None = None  # the server's CPU time per inference, its child processes included
 
 
+def _parent_and_cpu_seconds(stat: Path) -> tuple[int, float]:
+    """A ``/proc/<pid>/stat`` file's parent pid and user + system CPU seconds (its threads, not its children)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def own_cpu_seconds(pid: int) -> float:
     """User + system CPU time so far of one process (its threads, not its children)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _parent_and_cpu_seconds(Path(f"/proc/{pid}/stat"))[1]
 
 
 def tree_cpu_seconds(pid: int) -> float:
     """User + system CPU time so far of a process and every process below it (workers, stubs)."""
     children: dict[int, list[int]] = {}
     seconds: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            parent, seconds[int(entry.name)] = _parent_and_cpu_seconds(entry / "stat")
         except OSError:  # it ended meanwhile
             continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-        seconds[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+        children.setdefault(parent, []).append(int(entry.name))
     total, pending = 0.0, [pid]
     while pending:
         current = pending.pop()

@@ -16,6 +16,7 @@ is free again at each batch without a release message.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import mmap
 import os
@@ -35,7 +36,6 @@ _ALIGN = 64
 _ids = itertools.count(1)
 # byte orders numpy writes for little-endian data here ("|": one byte wide, "=": native)
 _LITTLE = ("<", "|", "=") if sys.byteorder == "little" else ("<", "|")
-_LITTLE_DTYPES: dict[str, np.dtype[Any]] = {}
 
 TensorSpec = tuple[str, str, tuple[int, ...], int, int]
 """A tensor in an arena: name, Triton datatype, shape, offset, byte size."""
@@ -55,12 +55,10 @@ def _wire(tensor: Tensor) -> npt.NDArray[Any]:
     return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
 
 
+@functools.cache
 def _little_endian(datatype: str) -> np.dtype[Any]:
     """The numpy dtype of a (non-BYTES) Triton datatype's bytes as they cross."""
-    dtype = _LITTLE_DTYPES.get(datatype)
-    if dtype is None:
-        dtype = _LITTLE_DTYPES[datatype] = datatypes.BY_WIRE[datatype].numpy.newbyteorder("<")
-    return dtype
+    return datatypes.BY_WIRE[datatype].numpy.newbyteorder("<")
 
 
 class _Mapped:

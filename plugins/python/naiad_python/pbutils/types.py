@@ -7,7 +7,7 @@ non-BYTES dtype), because existing models depend on them.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import struct
 from typing import Any
 
@@ -60,23 +60,15 @@ def triton_to_numpy_type(data_type: int) -> type[Any] | None:
     return _NUMBER_TO_NUMPY.get(data_type)
 
 
-_KNOWN: dict[Any, int | None] = {}  # numpy_to_triton_type's answers so far: a few types and dtypes
-_KNOWN_MAX = 256
-
-
 def numpy_to_triton_type(data_type: Any) -> int | None:
     """The ``DataType`` number for a numpy dtype or type; ``None`` when there is none."""
     try:
-        return _KNOWN[data_type]
-    except (KeyError, TypeError):  # not asked yet, or not hashable
-        number = _numpy_to_triton_type(data_type)
-    if len(_KNOWN) < _KNOWN_MAX:
-        with contextlib.suppress(TypeError):
-            _KNOWN[data_type] = number
-    return number
+        return _remembered_triton_type(data_type)
+    except TypeError:  # not hashable: nothing to remember it by
+        return _triton_type(data_type)
 
 
-def _numpy_to_triton_type(data_type: Any) -> int | None:
+def _triton_type(data_type: Any) -> int | None:
     for number, numpy_type in _NUMBER_TO_NUMPY.items():
         if number == BYTES:
             break
@@ -85,6 +77,9 @@ def _numpy_to_triton_type(data_type: Any) -> int | None:
     if data_type == np.object_ or data_type == np.bytes_:
         return BYTES
     return None
+
+
+_remembered_triton_type = functools.lru_cache(maxsize=256)(_triton_type)  # a few types and dtypes, asked often
 
 
 def serialize_byte_tensor(input_tensor: npt.NDArray[Any]) -> bytes | tuple[()] | None:
