@@ -5,8 +5,11 @@ served by two naiad servers from Triton-style repositories. 16 concurrent client
 share of the requests one after the other, greedy with ``ignore_eos`` so every request produces
 exactly ``--max-tokens`` tokens:
 
-* served, engine process: each client is a tritonclient gRPC stream (``ModelStreamInfer``,
-  ``stream: true``) to a server whose engine runs in a process of its own (the default);
+* served, engine process: each client is a gRPC stream (``ModelStreamInfer``, ``stream: true``) of
+  tritonclient's asyncio client, on a connection of its own, to a server whose engine runs in a
+  process of its own (the default). The 16 clients share one event loop in this process, as LLM
+  load generators do: a thread per stream (tritonclient's threaded client) costs the shared cores
+  half again as much CPU per token;
 * served: the same, with ``"engine_process": false``: the engine in the server process;
 * alone: the same engine class with the same settings, in this process, 16 asyncio tasks calling
   ``Engine.generate`` with the same requests, with as many compute threads as naiad gives its engine
@@ -29,18 +32,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import queue
 import statistics
 import tempfile
-import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as aioclient
 from harness import print_table, tree_cpu_seconds
 
 from naiad.backend import new_event_loop
@@ -77,19 +79,22 @@ def _shares(prompts: list[str]) -> list[list[str]]:
     return [prompts[client::CLIENTS] for client in range(CLIENTS)]
 
 
-def _tensor(name: str, value: Any, datatype: str) -> grpcclient.InferInput:
+def _tensor(name: str, value: Any, datatype: str) -> aioclient.InferInput:
     data = np.array([value], dtype=np.object_ if datatype == "BYTES" else bool)
-    tensor = grpcclient.InferInput(name, [1], datatype)
+    tensor = aioclient.InferInput(name, [1], datatype)
     tensor.set_data_from_numpy(data)
     return tensor
 
 
-def _client(url: str, prompts: list[str], sampling: str, ttft: list[float], tokens: list[int]) -> None:
-    """One client: a gRPC stream, its requests one after the other."""
-    responses: queue.Queue[tuple[float, Any]] = queue.Queue()
-    client = grpcclient.InferenceServerClient(url)
-    client.start_stream(callback=lambda result, error: responses.put((time.perf_counter(), error or result)))
-    try:
+async def _client(url: str, prompts: list[str], sampling: str, ttft: list[float], tokens: list[int]) -> None:
+    """One client: a gRPC stream on a connection of its own, its requests one after the other. Every
+    request ends on its ``max_tokens``-th token, whose response carries the final flag."""
+    client = aioclient.InferenceServerClient(url)
+    answered: asyncio.Queue[None] = asyncio.Queue()
+    sent = 0.0
+
+    async def requests() -> AsyncIterator[dict[str, Any]]:
+        nonlocal sent
         for prompt in prompts:
             inputs = [
                 _tensor("text_input", prompt.encode(), "BYTES"),
@@ -98,40 +103,45 @@ def _client(url: str, prompts: list[str], sampling: str, ttft: list[float], toke
                 _tensor("return_num_output_tokens", True, "BOOL"),
             ]
             sent = time.perf_counter()
-            client.async_stream_infer(MODEL, inputs, enable_empty_final_response=True)
-            first = None
-            while True:
-                received, result = responses.get(timeout=120)
-                if isinstance(result, Exception):
-                    raise result
-                count = result.as_numpy("num_output_tokens")
-                if count is not None and int(count.sum()) > 0:
-                    tokens.append(int(count.sum()))
-                    first = first if first is not None else received - sent
-                if result.get_response().parameters["triton_final_response"].bool_param:
+            yield {"model_name": MODEL, "inputs": inputs}
+            await answered.get()
+
+    try:
+        first = None
+        async for result, error in client.stream_infer(requests()):
+            if error is not None:
+                raise error
+            count = result.as_numpy("num_output_tokens")
+            if count is not None and int(count.sum()) > 0:
+                tokens.append(int(count.sum()))
+                first = first if first is not None else time.perf_counter() - sent
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                assert first is not None, "a request produced no token"
+                ttft.append(first)
+                first = None
+                if len(ttft) == len(prompts):
                     break
-            assert first is not None, "a request produced no token"
-            ttft.append(first)
+                answered.put_nowait(None)
     finally:
-        client.stop_stream()
-        client.close()
+        await client.close()
+
+
+async def _clients(url: str, prompts: list[str], sampling: str) -> tuple[list[float], list[int]]:
+    ttft_by_client: list[list[float]] = [[] for _ in range(CLIENTS)]
+    tokens: list[int] = []
+    await asyncio.gather(
+        *(_client(url, share, sampling, ttft_by_client[index], tokens) for index, share in enumerate(_shares(prompts)))
+    )
+    return [ttft for client in ttft_by_client for ttft in client], tokens
 
 
 def served(server: ServerProcess, prompts: list[str], sampling: str) -> Run:
-    ttft: list[float] = []
-    tokens: list[int] = []
-    threads = [
-        threading.Thread(target=_client, args=(server.grpc_url, share, sampling, ttft, tokens))
-        for share in _shares(prompts)
-    ]
     cpu, clients_cpu, started = tree_cpu_seconds(server.process.pid), time.process_time(), time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        ttft, tokens = runner.run(_clients(server.grpc_url, prompts, sampling))
     elapsed, cpu = time.perf_counter() - started, tree_cpu_seconds(server.process.pid) - cpu
     clients_cpu = time.process_time() - clients_cpu
-    assert len(ttft) == len(prompts), "a client failed; see its traceback above"
+    assert len(ttft) == len(prompts), "a client lost a request"
     return Run(sum(tokens) / elapsed, ttft, cpu * 1e6 / sum(tokens), clients_cpu * 1e6 / sum(tokens))
 
 

@@ -37,6 +37,18 @@ def test_str_elements_are_utf8_encoded() -> None:
 
 
 @pytest.mark.parametrize(
+    "element",
+    [np.array([[b"ab"]], dtype=np.object_), np.array(["ab"]), np.array([b"ab"], dtype=np.bytes_), [np.str_("ab")]],
+    ids=["object 1x1", "unicode", "numpy bytes", "list"],
+)
+def test_one_element_encodes_as_it_does_among_others(element: object) -> None:
+    alone = datatypes.serialize_bytes(element)  # type: ignore[arg-type]
+    among = datatypes.serialize_bytes(np.concatenate([np.asarray(element, dtype=np.object_).reshape(-1)] * 2))
+    assert alone == b"\x02\x00\x00\x00ab"
+    assert among == alone * 2
+
+
+@pytest.mark.parametrize(
     ("buffer", "message"),
     [
         (b"\x05\x00", "truncated inside a 4-byte length prefix"),

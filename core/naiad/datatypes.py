@@ -90,13 +90,20 @@ def _as_bytes(item: object) -> bytes:
 
 def serialize_bytes(array: npt.NDArray[Any]) -> bytes:
     """Encode a BYTES tensor as concatenated ``<uint32 LE length><bytes>`` elements."""
-    items = [_as_bytes(item) for item in np.asarray(array, dtype=np.object_).flat]
+    objects = np.asarray(array, dtype=np.object_)
+    if objects.size == 1:  # a streamed text, a prompt: one element
+        item = _as_bytes(objects.item())
+        return _LENGTH.pack(len(item)) + item
+    items = [_as_bytes(item) for item in objects.flat]
     lengths = struct.pack(f"<{len(items)}I", *(len(item) for item in items))
     parts: list[bytes] = []
     for index, item in enumerate(items):
         parts.append(lengths[4 * index : 4 * index + 4])
         parts.append(item)
     return b"".join(parts)
+
+
+_LENGTH = struct.Struct("<I")
 
 
 def deserialize_bytes(buffer: bytes | bytearray | memoryview, count: int | None = None) -> npt.NDArray[np.object_]:

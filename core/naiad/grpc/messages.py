@@ -84,31 +84,40 @@ def parse_request(data: bytes) -> InferRequestMessage:
 
 def infer_response(head: pb.ModelInferResponse, raw: Sequence[Buffer]) -> Encoded:
     """A ModelInferResponse: ``head`` (no raw contents) followed by one raw output per buffer."""
-    pieces: list[Buffer] = [head.SerializeToString()]
+    serialized = head.SerializeToString()
+    pieces: list[Buffer] = [serialized]
+    size = len(serialized)
     for chunk in raw:
-        pieces.append(_key(_RAW_OUTPUT_CONTENTS) + _varint(len(chunk)))
+        length = len(chunk)
+        prefix = _RAW_OUTPUT_KEY + _varint(length)
+        pieces.append(prefix)
         pieces.append(chunk)
-    return Encoded(pieces, sum(len(piece) for piece in pieces))
+        size += len(prefix) + length
+    return Encoded(pieces, size)
 
 
 def stream_response(response: Encoded, error_message: str) -> Encoded:
     """A ModelStreamInferResponse carrying ``response`` and, if not empty, ``error_message``."""
-    head = pb.ModelStreamInferResponse(error_message=error_message).SerializeToString()
-    prefix = head + _key(_INFER_RESPONSE) + _varint(response.size)
+    prefix = _INFER_RESPONSE_KEY + _varint(response.size)
+    if error_message:
+        prefix = pb.ModelStreamInferResponse(error_message=error_message).SerializeToString() + prefix
     return Encoded([prefix, *response.pieces], len(prefix) + response.size)
 
 
-def _key(field: int) -> bytes:
-    return _varint(field << 3 | _LENGTH_DELIMITED)
-
-
 def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return _ONE_BYTE_VARINTS[value]
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_ONE_BYTE_VARINTS = [bytes((value,)) for value in range(0x80)]
+_RAW_OUTPUT_KEY = _varint(_RAW_OUTPUT_CONTENTS << 3 | _LENGTH_DELIMITED)
+_INFER_RESPONSE_KEY = _varint(_INFER_RESPONSE << 3 | _LENGTH_DELIMITED)
 
 
 def _read_varint(data: bytes, position: int) -> tuple[int, int]:

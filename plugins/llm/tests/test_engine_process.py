@@ -3,6 +3,7 @@ process, restarted when it dies, gone when the server is; ``"engine_process": fa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -22,6 +23,7 @@ from tritonclient.utils import InferenceServerException
 from naiad.testing import ServerProcess, start_server
 from naiad_llm.engine import GenerationOutput
 from naiad_llm.engines.process import merge
+from naiad_llm.engines.process_wire import Frames, frame, output_fields, output_from
 from naiad_llm.testing import write_model_repository
 
 ISOLATED, IN_PROCESS, MISCONFIGURED, MISSING = "isolated", "in_process", "misconfigured", "missing"
@@ -183,3 +185,14 @@ def test_outputs_that_wait_merge_into_one() -> None:
     assert (merged.text, list(merged.token_ids), merged.num_output_tokens) == ("Hello", [1, 2, 3], 3)
     assert (merged.finished, merged.finish_reason) == (True, "length")
     assert merged.logprobs == [{1: -0.1}, {2: -0.2}, {3: -0.3}]
+
+
+def test_an_output_crosses_the_socket_with_every_field() -> None:
+    output = GenerationOutput(
+        "lo", [3, 4], 5, 4, finished=True, finish_reason="stop", cumulative_logprob=-0.5, logprobs=[{3: -0.3}]
+    )
+    fields = output_fields(output)
+    assert len(fields) == len(dataclasses.fields(GenerationOutput))  # a field added later must be sent too
+    (received,) = Frames().feed(frame(("outputs", [("id", fields)], None)))[0][1]
+    assert received[0] == "id"
+    assert output_from(received[1]) == output

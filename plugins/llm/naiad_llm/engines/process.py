@@ -34,7 +34,7 @@ from typing import Any
 from naiad.backend import ErrorCode, NaiadError, describe_exit, unavailable
 from naiad_llm.engine import Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest
 from naiad_llm.engines import EngineSettings
-from naiad_llm.engines.process_wire import Frames, frame
+from naiad_llm.engines.process_wire import Frames, frame, output_from
 
 logger = logging.getLogger(__name__)
 
@@ -175,10 +175,10 @@ class EngineProcess(Engine):
         kind = message[0]
         if kind == "outputs":
             _, outputs, stats = message
-            for request_id, output in outputs:
+            for request_id, fields in outputs:
                 queue = self._requests.get(request_id)
                 if queue is not None:
-                    queue.put(output)
+                    queue.put(output_from(fields))
             if stats is not None:
                 self._load_changed(stats)
         elif kind == "error":

@@ -18,9 +18,9 @@ import traceback
 from typing import Any
 
 from naiad.backend import ErrorCode, NaiadError, new_event_loop, settle_heap
-from naiad_llm.engine import LOAD_REFRESH_S, Engine, GenerationOutput, GenerationRequest
+from naiad_llm.engine import LOAD_REFRESH_S, Engine, GenerationRequest
 from naiad_llm.engines import EngineSettings, create_engine
-from naiad_llm.engines.process_wire import Frames, frame
+from naiad_llm.engines.process_wire import Frames, OutputFields, frame, output_fields
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class EngineChild:
         self._engine: Engine | None = None
         self._starting: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._pending: list[tuple[str, GenerationOutput]] = []
+        self._pending: list[tuple[str, OutputFields]] = []
         self._flush_scheduled = False
         self._load_changed = False  # a request ended since the load was last sent
         self._load_sent = 0.0  # loop time
@@ -102,7 +102,7 @@ class EngineChild:
         assert self._engine is not None, "a request came before the engine started"
         try:
             async for output in self._engine.generate(request):
-                self._pending.append((request.request_id, output))
+                self._pending.append((request.request_id, output_fields(output)))
                 self._schedule_flush()
         except NaiadError as error:
             self.write(("error", request.request_id, error.message, error.code))

@@ -2,8 +2,10 @@
 
 Server to engine: ``("start", engine, settings, log_level)``, ``("add", request)``, ``("abort", id)``,
 ``("stop",)``. Engine to server: ``("ready", info)`` or ``("failed", message, code)`` once;
-``("outputs", [(id, output), ...], stats or None)``, ``("error", id, message, code)`` and
+``("outputs", [(id, output_fields), ...], stats or None)``, ``("error", id, message, code)`` and
 ``("log", level, logger, text)`` as they come. Both ends are the same program, so pickle is safe.
+An output travels as the tuple of its fields: pickle takes a seventh of the time a dataclass with
+slots costs it, and every token pays it on both ends.
 """
 
 from __future__ import annotations
@@ -12,7 +14,29 @@ import pickle
 import struct
 from typing import Any
 
+from naiad_llm.engine import GenerationOutput
+
 _HEADER = struct.Struct("!I")
+OutputFields = tuple[Any, ...]
+
+
+def output_fields(output: GenerationOutput) -> OutputFields:
+    """``output`` as the tuple that crosses the socket."""
+    return (
+        output.text,
+        output.token_ids,
+        output.num_input_tokens,
+        output.num_output_tokens,
+        output.finished,
+        output.finish_reason,
+        output.cumulative_logprob,
+        output.logprobs,
+    )
+
+
+def output_from(fields: OutputFields) -> GenerationOutput:
+    """The output :func:`output_fields` made ``fields`` of."""
+    return GenerationOutput(*fields)
 
 
 def frame(message: Any) -> bytes:
