@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,14 @@ def wire_array(tensor: Tensor) -> npt.NDArray[np.uint8]:
     data = tensor.numpy()
     if tensor.datatype == "BYTES":
         return np.frombuffer(datatypes.serialize_bytes(data), np.uint8)
+    if data.flags.c_contiguous and data.dtype.byteorder in _LITTLE_ENDIAN:  # the usual case: as it is
+        return data.reshape(-1).view(np.uint8)
     return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<")).reshape(-1).view(np.uint8)
+
+
+# numpy's byte orders that mean little-endian here: its own, native ("=") on a little-endian machine,
+# and "not applicable" ("|", one-byte types)
+_LITTLE_ENDIAN = frozenset("<|=") if sys.byteorder == "little" else frozenset("<|")
 
 
 def tensor_bytes(tensor: Tensor) -> memoryview:

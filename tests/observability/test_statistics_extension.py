@@ -203,7 +203,8 @@ def _queue_gauges(server: ServerProcess, model: str) -> tuple[float, float]:
 
 def test_a_full_queue_rejects_and_the_pending_gauge_sees_the_queue(server: ServerProcess) -> None:
     client = httpclient.InferenceServerClient(server.http_url, concurrency=2)
-    first = client.async_infer("slow_full", _slow(httpclient), parameters={"sleep": 1.5})
+    # The first request runs long enough for the gauges to be read while it does, on a busy machine too.
+    first = client.async_infer("slow_full", _slow(httpclient), parameters={"sleep": 3.0})
     eventually(lambda: _queue_gauges(server, "slow_full") == (0, 1))  # executing, nothing waits
     second = client.async_infer("slow_full", _slow(httpclient), parameters={"sleep": 0.1})
     eventually(lambda: _queue_gauges(server, "slow_full") == (1, 2))  # one waits in the queue
@@ -224,7 +225,7 @@ def test_a_full_queue_rejects_and_the_pending_gauge_sees_the_queue(server: Serve
 
 def test_a_queue_timeout_is_rejected(server: ServerProcess) -> None:
     client = httpclient.InferenceServerClient(server.http_url, concurrency=2)
-    first = client.async_infer("slow_timeout", _slow(httpclient), parameters={"sleep": 1.0})
+    first = client.async_infer("slow_timeout", _slow(httpclient), parameters={"sleep": 3.0})
     eventually(lambda: _queue_gauges(server, "slow_timeout") == (0, 1))
     with pytest.raises(InferenceServerException) as caught:
         httpclient.InferenceServerClient(server.http_url).infer("slow_timeout", _slow(httpclient))

@@ -43,6 +43,7 @@ class LLMScheduler(Scheduler):
         self._info = info
         self._metrics = metrics
         self._loop = context.server.loop
+        self._inbox = context.server.inbox
         self._lock = threading.Lock()
         self._accepting = False
         self._active = 0
@@ -60,7 +61,10 @@ class LLMScheduler(Scheduler):
             if not self._accepting:
                 raise unavailable(f"model '{self._context.model_name}' is unloading")
             self._active += 1
-        self._loop.call_soon_threadsafe(self._begin, request)
+        if threading.get_ident() == self._inbox.loop_thread:  # a frontend's request: start it a turn sooner
+            self._begin(request)
+        else:
+            self._loop.call_soon_threadsafe(self._begin, request)
 
     def stop(self) -> None:
         with self._idle:
