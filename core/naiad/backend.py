@@ -61,6 +61,7 @@ from naiad.sinks import BlockingSink, CallbackSink, LoopSink
 from naiad.suggestions import SuggestingError, close_matches
 from naiad.tensor import MemoryKind, Tensor
 from naiad.tensor_instance import Arrays, TensorInstance
+from naiad.wire import wire_array
 
 __all__ = [
     "DEFAULT_MAX_BATCH_SIZE",
@@ -127,4 +128,5 @@ __all__ = [
     "settle_heap",
     "unavailable",
     "unsupported",
+    "wire_array",
 ]

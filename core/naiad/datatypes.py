@@ -90,17 +90,8 @@ def _as_bytes(item: object) -> bytes:
 
 def serialize_bytes(array: npt.NDArray[Any]) -> bytes:
     """Encode a BYTES tensor as concatenated ``<uint32 LE length><bytes>`` elements."""
-    objects = np.asarray(array, dtype=np.object_)
-    if objects.size == 1:  # a streamed text, a prompt: one element
-        item = _as_bytes(objects.item())
-        return _LENGTH.pack(len(item)) + item
-    items = [_as_bytes(item) for item in objects.flat]
-    lengths = struct.pack(f"<{len(items)}I", *(len(item) for item in items))
-    parts: list[bytes] = []
-    for index, item in enumerate(items):
-        parts.append(lengths[4 * index : 4 * index + 4])
-        parts.append(item)
-    return b"".join(parts)
+    items = [_as_bytes(item) for item in np.asarray(array, dtype=np.object_).flat]
+    return b"".join([piece for item in items for piece in (_LENGTH.pack(len(item)), item)])
 
 
 _LENGTH = struct.Struct("<I")

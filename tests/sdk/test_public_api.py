@@ -77,6 +77,7 @@ SDK = [
     "settle_heap",
     "unavailable",
     "unsupported",
+    "wire_array",
 ]
 
 TESTING = [

@@ -20,7 +20,6 @@ import functools
 import itertools
 import mmap
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -28,14 +27,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from naiad.backend import NaiadError, Tensor, datatypes
+from naiad.backend import NaiadError, Tensor, datatypes, wire_array
 
 MIN_ARENA = 1 << 20
 ONESHOT_ABOVE = 16 << 20
 _ALIGN = 64
 _ids = itertools.count(1)
-# byte orders numpy writes for little-endian data here ("|": one byte wide, "=": native)
-_LITTLE = ("<", "|", "=") if sys.byteorder == "little" else ("<", "|")
 
 TensorSpec = tuple[str, str, tuple[int, ...], int, int]
 """A tensor in an arena: name, Triton datatype, shape, offset, byte size."""
@@ -43,16 +40,6 @@ TensorSpec = tuple[str, str, tuple[int, ...], int, int]
 
 def _aligned(size: int) -> int:
     return (size + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
-def _wire(tensor: Tensor) -> npt.NDArray[Any]:
-    """The tensor's bytes as they cross: contiguous little-endian, BYTES length-prefixed."""
-    data = tensor.numpy()
-    if tensor.datatype == "BYTES":
-        return np.frombuffer(datatypes.serialize_bytes(data), np.uint8)
-    if data.flags.c_contiguous and data.dtype.byteorder in _LITTLE:  # most tensors: as they are
-        return data
-    return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
 
 
 @functools.cache
@@ -98,7 +85,7 @@ class WriteArena(_Mapped):
         """Copy ``tensors`` in; returns the arena id, their specs, and a descriptor to pass along when
         the arena is new (the caller closes it after sending). Blocks while the reader still holds
         messages and there is no room."""
-        arrays = [_wire(tensor) for tensor in tensors]
+        arrays = [wire_array(tensor) for tensor in tensors]
         needed = sum(_aligned(array.nbytes) for array in arrays)
         if needed > ONESHOT_ABOVE:
             written = _oneshot(tensors, arrays, needed)
@@ -144,7 +131,7 @@ class ScratchArena(_Mapped):
 
     def write(self, tensors: Sequence[Tensor]) -> tuple[int, list[TensorSpec], int | None]:
         """Copy ``tensors`` in, as :meth:`WriteArena.write` does, without ever waiting."""
-        arrays = [_wire(tensor) for tensor in tensors]
+        arrays = [wire_array(tensor) for tensor in tensors]
         needed = sum(_aligned(array.nbytes) for array in arrays)
         if needed > ONESHOT_ABOVE:
             return _oneshot(tensors, arrays, needed)
@@ -188,7 +175,7 @@ def _copy_in(
     for tensor, array in zip(tensors, arrays, strict=True):
         size = array.nbytes
         if size:
-            target[offset : offset + size] = array.data.cast("B")  # contiguous: see _wire
+            target[offset : offset + size] = array.data  # flat bytes: see wire_array
         specs.append((tensor.name, tensor.datatype, tensor.shape, offset, size))
         offset += _aligned(size)
     return specs
