@@ -16,6 +16,7 @@ from naiad.event_loop import new_event_loop
 from naiad.file_limits import raise_open_file_limit
 from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
+from naiad.heap import settle as settle_heap
 from naiad.http.serving import HTTP_SERVERS
 from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT
 from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, MAX_GRPC_MESSAGE_SIZE, GrpcLimits, HttpLimits
@@ -638,7 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise_open_file_limit()
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(Server(options, logs=logs).run())
+            runner.run(Server(options, logs=logs).run(when_ready=settle_heap))  # it serves from now on
     except (StartupError, OSError) as error:
         logger.error("naiad cannot start: %s", error)
         return 1

@@ -8,6 +8,7 @@ import ipaddress
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,6 @@ from naiad.dataplane import DataPlane, ServerState
 from naiad.devices import gpu_count
 from naiad.errors import NaiadError
 from naiad.grpc import GrpcFrontend, GrpcSettings
-from naiad.heap import settle as settle_heap
 from naiad.http import build_app
 from naiad.http.serving import HttpFrontend, bind_socket
 from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT, ModelLifecycle
@@ -145,15 +145,20 @@ class Server:
         """Begin a graceful shutdown (what SIGTERM and SIGINT do)."""
         self._stop.set()
 
-    async def run(self) -> None:
-        """Serve until stopped; then drain in-flight requests, unload models and return."""
+    async def run(self, *, when_ready: Callable[[], None] | None = None) -> None:
+        """Serve until stopped; then drain in-flight requests, unload models and return.
+
+        ``when_ready`` runs once the server is READY (``naiad serve`` settles its heap there: see
+        :mod:`naiad.heap`; a server run inside another program leaves that program's collector alone).
+        """
         loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop)
         try:
             await self.start()
-            settle_heap()  # this process serves from now on: see naiad.heap
+            if when_ready is not None:
+                when_ready()
             await self._stop.wait()
             await self.drain()
         finally:

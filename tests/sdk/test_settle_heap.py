@@ -43,3 +43,22 @@ def test_what_is_alive_is_frozen_and_later_cycles_are_still_collected() -> None:
 def test_a_higher_threshold_the_process_chose_is_kept() -> None:
     report = _settled("gc.set_threshold(50000, 20, 30)")
     assert report["threshold"] == [50000, 20, 30]
+
+
+IN_PROCESS_SERVER = """
+import gc, json, tempfile
+from pathlib import Path
+from naiad.testing import serve_in_thread
+before = {"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()}
+with tempfile.TemporaryDirectory() as folder, serve_in_thread([Path(folder)]):
+    pass  # READY, then stopped: run() went through all of its start
+after = {"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()}
+print(json.dumps({"before": before, "after": after}))
+"""
+
+
+def test_a_server_run_inside_another_program_leaves_its_collector_alone() -> None:
+    child = subprocess.run([sys.executable, "-c", IN_PROCESS_SERVER], capture_output=True, text=True, check=True)
+    report = json.loads(child.stdout.splitlines()[-1])
+    assert report["after"] == report["before"]
+    assert report["after"]["frozen"] == 0
