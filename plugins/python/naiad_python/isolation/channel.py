@@ -7,20 +7,26 @@ Both socket pairs carry messages both ways, and a thread of each process sits in
 end. A thread blocked in ``recv`` on a Unix socket is woken each time the peer reads what this end
 sent (the kernel tells the socket's waiters there is room to write), which costs a context switch per
 message for nothing; ``receive`` therefore waits in ``poll`` for data, a wait only data ends.
+Then one ``recvmsg`` takes whatever has arrived, most often exactly one message and its descriptors;
+what it took beyond a message waits in the channel for the next ``receive`` (``buffered``).
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import pickle
 import select
 import socket
 import struct
 import threading
+from collections import deque
 from typing import Any
 
 _LENGTH = struct.Struct("<I")
 _MAX_FDS = 4
+_CHUNK = 1 << 16  # bytes one read takes at most: a control message is almost always one read
+_ANCILLARY_SIZE = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
 
 Message = dict[str, Any]
 
@@ -37,6 +43,10 @@ class Channel:
         self._send_lock = threading.Lock()
         self._readable = select.poll()
         self._readable.register(sock, select.POLLIN)
+        self._buffer = bytearray()  # read, not yet taken: whole messages and the start of the next
+        self._offset = 0  # the stream offset of the buffer's first byte
+        # Descriptors received, each with the stream offset at which the read that brought them ended.
+        self._descriptors: deque[tuple[int, list[int]]] = deque()
 
     def send(self, message: Message, fds: list[int] | None = None) -> None:
         payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
@@ -57,31 +67,53 @@ class Channel:
 
         ``readable``: the caller knows data is waiting (an event loop said so), so nothing is waited for.
         """
-        try:
+        while (taken := self._take()) is None:
             if not readable and self.sock.gettimeout() is None:  # with a timeout, the socket module polls
                 self._readable.poll()
-            head, fds, _flags, _address = socket.recv_fds(self.sock, _LENGTH.size, _MAX_FDS)
+            self._read()
+        return taken
+
+    def buffered(self) -> bool:
+        """True when a whole message has already been read: ``receive`` returns it without reading."""
+        if len(self._buffer) < _LENGTH.size:
+            return False
+        length: int = _LENGTH.unpack_from(self._buffer)[0]
+        return len(self._buffer) >= _LENGTH.size + length
+
+    def _read(self) -> None:
+        """One ``recvmsg``: whatever has arrived, up to :data:`_CHUNK` bytes, and its descriptors."""
+        try:
+            data, ancillary, _flags, _address = self.sock.recvmsg(_CHUNK, _ANCILLARY_SIZE)
         except OSError as error:
             raise ChannelClosed(str(error)) from None
-        if not head:
+        if not data:
             raise ChannelClosed("end of stream")
-        head += self._exactly(_LENGTH.size - len(head))
-        (length,) = _LENGTH.unpack(head)
-        message: Message = pickle.loads(self._exactly(length))
-        return message, fds
+        fds = array.array("i")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        self._buffer += data
+        if fds:
+            self._descriptors.append((self._offset + len(self._buffer), list(fds)))
 
-    def _exactly(self, count: int) -> bytes:
-        chunks = []
-        while count:
-            try:
-                chunk = self.sock.recv(min(count, 1 << 20))
-            except OSError as error:
-                raise ChannelClosed(str(error)) from None
-            if not chunk:
-                raise ChannelClosed("end of stream")
-            chunks.append(chunk)
-            count -= len(chunk)
-        return b"".join(chunks)
+    def _take(self) -> tuple[Message, list[int]] | None:
+        """The first whole message in the buffer and its descriptors, or None.
+
+        A read that brings descriptors ends with the part of the stream they were sent with (the
+        kernel stops a read there), and that part begins the message they belong to: so they belong
+        to the message in which the read ended.
+        """
+        if not self.buffered():
+            return None
+        (length,) = _LENGTH.unpack_from(self._buffer)
+        end = _LENGTH.size + length
+        message: Message = pickle.loads(self._buffer[_LENGTH.size : end])
+        del self._buffer[:end]
+        self._offset += end
+        fds: list[int] = []
+        while self._descriptors and self._descriptors[0][0] <= self._offset:
+            fds.extend(self._descriptors.popleft()[1])
+        return message, fds
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -419,13 +419,18 @@ class IsolatedInstance(ModelInstance):
         worker.watched = True
 
     def _executed(self, worker: _Worker, watched: Channel, loop: asyncio.AbstractEventLoop) -> None:
-        """A batch ended in the worker (on the loop): wake its ``execute``."""
+        """Batches ended in the worker (on the loop): wake their ``execute``s. One read may bring the
+        ends of several batches; the socket is not readable again for those read along."""
         try:
-            message, fds = watched.receive(readable=True)
+            self._batch_ended(worker, *watched.receive(readable=True))
+            while watched.buffered():
+                self._batch_ended(worker, *watched.receive())
         except ChannelClosed:  # the reader thread fails what the worker held
             loop.remove_reader(watched.sock.fileno())
             watched.sock.close()
-            return
+
+    def _batch_ended(self, worker: _Worker, message: Message, fds: list[int]) -> None:
+        """Hand a batch its worker's ``executed`` message and the new arenas its responses are in."""
         with self._lock:
             batch = self._batches.pop(message["batch"], None)
         worker.inputs.released()
