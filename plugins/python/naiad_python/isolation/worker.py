@@ -43,6 +43,7 @@ from naiad_python.isolation.bls_client import BlsClient
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 from naiad_python.isolation.log_forwarding import ForwardingHandler
 from naiad_python.isolation.remote import RemoteServer, ServerCalls
+from naiad_python.pbutils.logger import LOGGER_NAME as MODEL_LOGGER
 
 _log = logging.getLogger("naiad.python")
 
@@ -251,6 +252,9 @@ def main(arguments: Sequence[str]) -> None:
     channel = Channel(socket.socket(fileno=int(arguments[0])))
     control = Channel(socket.socket(fileno=int(arguments[1])))
     logging.basicConfig(level=int(arguments[2]), handlers=[ForwardingHandler(channel)])
+    # What the model logs through pb_utils.Logger goes to the server at every level, as from Triton's
+    # stub: the server's settings, which /v2/logging changes at run time, decide what is written.
+    logging.getLogger(MODEL_LOGGER).setLevel(logging.DEBUG)
     started = time.monotonic()
     try:
         Worker(channel, control).serve()
