@@ -17,33 +17,7 @@ import tritonclient.http as httpclient
 
 from naiad.testing import ServerProcess, start_server
 
-from .models import PythonModelSpec, isolated, write_model
-
-CHATTY = PythonModelSpec(
-    model_py="""
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            mark = int(pb_utils.get_input_tensor_by_name(request, "MARK").as_numpy()[0])
-            pb_utils.Logger.log_verbose(f"verbose line {mark}")
-            pb_utils.Logger.log_info(f"info line {mark}")
-            pb_utils.Logger.log_warn(f"warning line {mark}")
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([mark], np.int32))]))
-        return responses
-""",
-    config="""
-name: "{name}"
-backend: "python"
-max_batch_size: 0
-input [ { name: "MARK" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-""",
-)
+from .models import CHATTY, isolated, write_model
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ what it took beyond a message waits in the channel for the next ``receive`` (``b
 
 from __future__ import annotations
 
-import array
 import contextlib
 import pickle
 import select
@@ -26,7 +25,6 @@ from typing import Any
 _LENGTH = struct.Struct("<I")
 _MAX_FDS = 4
 _CHUNK = 1 << 16  # bytes one read takes at most: a control message is almost always one read
-_ANCILLARY_SIZE = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
 
 Message = dict[str, Any]
 
@@ -75,26 +73,26 @@ class Channel:
 
     def buffered(self) -> bool:
         """True when a whole message has already been read: ``receive`` returns it without reading."""
+        return self._message_end() > 0
+
+    def _message_end(self) -> int:
+        """Where the buffer's first message ends, or 0 when it is not all there yet."""
         if len(self._buffer) < _LENGTH.size:
-            return False
-        length: int = _LENGTH.unpack_from(self._buffer)[0]
-        return len(self._buffer) >= _LENGTH.size + length
+            return 0
+        end: int = _LENGTH.size + _LENGTH.unpack_from(self._buffer)[0]
+        return end if len(self._buffer) >= end else 0
 
     def _read(self) -> None:
         """One ``recvmsg``: whatever has arrived, up to :data:`_CHUNK` bytes, and its descriptors."""
         try:
-            data, ancillary, _flags, _address = self.sock.recvmsg(_CHUNK, _ANCILLARY_SIZE)
+            data, fds, _flags, _address = socket.recv_fds(self.sock, _CHUNK, _MAX_FDS)
         except OSError as error:
             raise ChannelClosed(str(error)) from None
         if not data:
             raise ChannelClosed("end of stream")
-        fds = array.array("i")
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
         self._buffer += data
         if fds:
-            self._descriptors.append((self._offset + len(self._buffer), list(fds)))
+            self._descriptors.append((self._offset + len(self._buffer), fds))
 
     def _take(self) -> tuple[Message, list[int]] | None:
         """The first whole message in the buffer and its descriptors, or None.
@@ -103,10 +101,9 @@ class Channel:
         kernel stops a read there), and that part begins the message they belong to: so they belong
         to the message in which the read ended.
         """
-        if not self.buffered():
+        end = self._message_end()
+        if not end:
             return None
-        (length,) = _LENGTH.unpack_from(self._buffer)
-        end = _LENGTH.size + length
         message: Message = pickle.loads(self._buffer[_LENGTH.size : end])
         del self._buffer[:end]
         self._offset += end
