@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from naiad.backend import ErrorCode, NaiadError, datatypes
 from naiad.backend import InferenceRequest as CoreRequest
@@ -32,10 +33,14 @@ def input_tensor(tensor: CoreTensor) -> Tensor:
     Triton's python backend lets them.
     """
     array = tensor.numpy()
-    number = datatypes.from_wire(tensor.datatype).number
     if not array.flags.writeable:
-        return Tensor._wrap(tensor.name, array.copy(), number)
-    return Tensor._wrap(tensor.name, array, number, tensor)
+        return arena_input(tensor.name, tensor.datatype, array.copy())
+    return Tensor._wrap(tensor.name, array, datatypes.from_wire(tensor.datatype).number, tensor)
+
+
+def arena_input(name: str, datatype: str, array: npt.NDArray[Any]) -> Tensor:
+    """A request input as a ``pb_utils.Tensor`` over ``array``, the model's own copy of the data."""
+    return Tensor._wrap(name, array, datatypes.from_wire(datatype).number)
 
 
 def output_tensor(tensor: Tensor, *, copy: bool = True) -> CoreTensor:
@@ -103,13 +108,13 @@ def core_response(
     return CoreResponse(outputs=outputs, parameters=parameters)
 
 
-def request_parameters(request: CoreRequest) -> str:
-    """The custom parameters of a request as the JSON string ``request.parameters()`` returns."""
-    if not request.parameters:  # most requests: no encoder run for nothing
+def request_parameters(parameters: Mapping[str, Any]) -> str:
+    """A request's custom parameters as the JSON string ``request.parameters()`` returns."""
+    if not parameters:  # most requests: no encoder run for nothing
         return "{}"
     custom = {
         key: value
-        for key, value in request.parameters.items()
+        for key, value in parameters.items()
         if key not in _RESERVED_PARAMETERS and not key.startswith("triton_")
     }
     return json.dumps(custom)
@@ -135,7 +140,7 @@ def received_request(
         model_version=request.model_version,
         flags=request.flags,
         timeout=request.timeout_us,
-        parameters=request_parameters(request),
+        parameters=request_parameters(request.parameters),
         sender=sender,
         is_cancelled=request.is_cancelled,
     )

@@ -13,7 +13,7 @@ import concurrent.futures
 import inspect
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -47,7 +47,7 @@ class PythonModelInstance(ModelInstance):
         self.model_name = context.model_name
         self.model_file = model.model_file
         self.decoupled = context.config.model_transaction_policy.decoupled
-        self._config_outputs = [output.name for output in context.config.output]
+        self.config_outputs = [output.name for output in context.config.output]
         self._loop = EventLoopThread(context.name)
         self._ready_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._finalized = False
@@ -105,32 +105,36 @@ class PythonModelInstance(ModelInstance):
     # -- execute -------------------------------------------------------------------------------
 
     def execute(self, requests: Sequence[CoreRequest]) -> None:
-        """Run one batch and answer every request through its sender (see the module docstring).
-
-        The compute phase reported for each request spans the model's ``execute``: it starts once
-        the requests are converted and ends when ``execute`` returned, before its responses go out.
-        """
+        """Run one batch and answer every request through its sender (see the module docstring)."""
         batch = [
             convert.received_request(
-                request, decoupled=self.decoupled, config_outputs=self._config_outputs, copy_outputs=self._copy_outputs
+                request, decoupled=self.decoupled, config_outputs=self.config_outputs, copy_outputs=self._copy_outputs
             )
             for request in requests
         ]
+        with origin.serving(requests):  # BLS calls made inside are the batch's children
+            self.execute_received(batch, partial(report_compute, requests))
+
+    def execute_received(self, batch: list[InferenceRequest], report: Callable[[int, int], None]) -> None:
+        """Run ``execute`` on ``batch``, requests already in their ``pb_utils`` form, and enforce its contract.
+
+        ``report(start_ns, end_ns)`` gets the compute phase: it starts once the requests are converted
+        and ends when ``execute`` returned, before its responses go out.
+        """
         try:
             execute = getattr(self._model, "execute", None)
             if execute is None:
                 raise ContractError(f"Python model {self.model_file} does not implement `execute` method.")
             start = time.monotonic_ns()
-            with origin.serving(requests):  # BLS calls made inside are the batch's children
-                returned = execute(batch)
-                if inspect.iscoroutine(returned):
-                    if self.decoupled:  # runs in the background: its compute ends when execute returned it
-                        report_compute(requests, start, time.monotonic_ns())
-                        future = self._loop.submit(returned)  # the coroutine's task copies the context
-                        future.add_done_callback(partial(self._background_done, batch))
-                        return
-                    returned = self._loop.run(returned)
-            report_compute(requests, start, time.monotonic_ns())
+            returned = execute(batch)
+            if inspect.iscoroutine(returned):
+                if self.decoupled:  # runs in the background: its compute ends when execute returned it
+                    report(start, time.monotonic_ns())
+                    future = self._loop.submit(returned)  # the coroutine's task copies the context
+                    future.add_done_callback(partial(self._background_done, batch))
+                    return
+                returned = self._loop.run(returned)
+            report(start, time.monotonic_ns())
             self._process_returned(batch, returned)
         except USER_ERRORS as error:
             self._fail_batch(batch, error)

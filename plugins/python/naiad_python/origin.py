@@ -7,7 +7,8 @@ inherits the batch's lineage, for the server's cycle check, and its cancellation
 
 A batch of one request is that request. A batch of several is stood for by a parent whose lineage
 joins theirs and which is cancelled once every request of the batch is: a BLS call may serve any of
-them, so it stops only when none is left to serve.
+them, so it stops only when none is left to serve. In a worker process the requests are the worker's
+stand-ins for the server's, and the server builds the parent: there, :func:`current_parent` is None.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from naiad.backend import CancellationToken, InferenceRequest, ResponseEvent, ResponseSender
 
@@ -23,18 +25,19 @@ from naiad.backend import CancellationToken, InferenceRequest, ResponseEvent, Re
 class _Batch:
     """The requests of one ``execute`` call and, once asked for, their parent."""
 
-    __slots__ = ("_parent", "_requests")
+    __slots__ = ("_parent", "_requests", "_server_builds_parent")
 
-    def __init__(self, requests: Sequence[InferenceRequest]) -> None:
+    def __init__(self, requests: Sequence[Any], server_builds_parent: bool) -> None:
         self._requests = requests
+        self._server_builds_parent = server_builds_parent
         self._parent: InferenceRequest | None = None
 
     @property
-    def requests(self) -> Sequence[InferenceRequest]:
+    def requests(self) -> Sequence[Any]:
         return self._requests
 
-    def parent(self) -> InferenceRequest:
-        if self._parent is None:
+    def parent(self) -> InferenceRequest | None:
+        if self._parent is None and not self._server_builds_parent:
             self._parent = parent_of(self._requests)
         return self._parent
 
@@ -45,7 +48,20 @@ _current: ContextVar[_Batch | None] = ContextVar("naiad_python_batch", default=N
 @contextmanager
 def serving(requests: Sequence[InferenceRequest]) -> Iterator[None]:
     """Code run inside the block serves ``requests``."""
-    token = _current.set(_Batch(requests))
+    with _serving(_Batch(requests, server_builds_parent=False)):
+        yield
+
+
+@contextmanager
+def serving_in_worker(requests: Sequence[Any]) -> Iterator[None]:
+    """Code run inside the block serves ``requests``, a worker's stand-ins for the server's requests."""
+    with _serving(_Batch(requests, server_builds_parent=True)):
+        yield
+
+
+@contextmanager
+def _serving(batch: _Batch) -> Iterator[None]:
+    token = _current.set(batch)
     try:
         yield
     finally:
@@ -53,12 +69,12 @@ def serving(requests: Sequence[InferenceRequest]) -> Iterator[None]:
 
 
 def current_parent() -> InferenceRequest | None:
-    """The request the running code serves, or None outside any ``execute``'s context."""
+    """The request the running code serves, or None outside any ``execute``'s context (or in a worker)."""
     batch = _current.get()
     return None if batch is None else batch.parent()
 
 
-def current_batch() -> Sequence[InferenceRequest]:
+def current_batch() -> Sequence[Any]:
     """The requests the running code serves (none outside any ``execute``'s context)."""
     batch = _current.get()
     return () if batch is None else batch.requests

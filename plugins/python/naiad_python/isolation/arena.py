@@ -209,6 +209,12 @@ class ReadArena:
     def tensors(self, arena_id: int, specs: Sequence[TensorSpec], *, copy: bool) -> list[Tensor]:
         """The tensors ``specs`` describe: copies, or read-only views valid until the message is released.
         A message of its own is never copied: its views stay valid (and mapped) while they live."""
+        return [Tensor(name, datatype, data) for name, datatype, data in self.arrays(arena_id, specs, copy=copy)]
+
+    def arrays(
+        self, arena_id: int, specs: Sequence[TensorSpec], *, copy: bool
+    ) -> list[tuple[str, str, npt.NDArray[Any]]]:
+        """What :meth:`tensors` gives, as (name, datatype, array)."""
         view = self._oneshots.pop(arena_id, None) if arena_id < 0 else self._view
         copy = copy and arena_id >= 0
         if view is None or (arena_id >= 0 and arena_id != self._id):
@@ -225,5 +231,5 @@ class ReadArena:
                     data = data.copy()
             else:
                 data = np.empty(shape, _little_endian(datatype_name))
-            result.append(Tensor(name, datatype_name, data))
+            result.append((name, datatype_name, data))
         return result

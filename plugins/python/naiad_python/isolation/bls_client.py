@@ -52,7 +52,7 @@ class BlsClient:
         calls: ServerCalls,
         channel: Channel,
         arena: WriteArena,
-        key_of: Callable[[InferenceRequest], int | None],
+        key_of: Callable[[object], int | None],
     ) -> None:
         self._calls = calls
         self._channel = channel

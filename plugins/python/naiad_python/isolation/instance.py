@@ -362,9 +362,7 @@ class IsolatedInstance(ModelInstance):
                     "parameters": request.parameters,
                     "correlation_id": request.correlation_id,
                     "flags": request.flags,
-                    "priority": request.priority,
                     "timeout_us": request.timeout_us,
-                    "batch_size": request.batch_size,
                     "cancelled": request.is_cancelled(),
                 }
             )

@@ -3,8 +3,10 @@
 
 It runs a model's ``auto_complete_config`` (a throw-away worker), or loads the model with the same
 :class:`~naiad_python.instance.PythonModelInstance` as the in-process mode. Its main thread runs what
-arrives on the work socket, in order: the load, each batch (its inputs read-only views of the server's
-arena, which the instance copies before ``execute`` sees them) and finalize. A second thread reads the
+arrives on the work socket, in order: the load, each batch and finalize. A batch's requests become
+``pb_utils`` requests straight from the server's message (inputs copied out of the server's arena,
+responses copied into the worker's), with none of naiad's core request types in between: a
+:class:`RunningRequest` is all the worker keeps of each. A second thread reads the
 control socket, so releases, cancellations, readiness checks and the server's replies (to ``pb_utils``
 calls, BLS responses) are heard while a batch runs. What the worker says goes back on the work socket,
 with tensors in the worker's own arena, except the end of a batch of a model that is not decoupled:
@@ -24,28 +26,38 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from naiad.backend import (
-    CancellationToken,
-    InferenceRequest,
-    InstanceContext,
-    ModelConfig,
-    NaiadError,
-    RequestedOutput,
-    ResponseEvent,
-    ResponseSender,
-    settle_heap,
-)
+from naiad.backend import InstanceContext, ModelConfig, NaiadError, settle_heap
+from naiad_python import convert, origin
 from naiad_python.isolation.arena import ReadArena, ScratchArena, WriteArena
 from naiad_python.isolation.bls_client import BlsClient
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 from naiad_python.isolation.log_forwarding import ForwardingHandler
 from naiad_python.isolation.remote import RemoteServer, ServerCalls
 from naiad_python.pbutils.logger import LOGGER_NAME as MODEL_LOGGER
+from naiad_python.pbutils.request import InferenceRequest
+from naiad_python.pbutils.response import InferenceResponse, InferenceResponseSender
 
 _log = logging.getLogger("naiad.python")
+
+
+class RunningRequest:
+    """The worker's stand-in for a request of a batch it runs: the server's key for it, whether it was
+    cancelled, and its compute phase. The model gets the request in ``pb_utils`` form, built from the
+    server's message without naiad's core request types in between."""
+
+    __slots__ = ("cancelled", "compute_end_ns", "compute_start_ns", "key")
+
+    def __init__(self, key: int, cancelled: bool) -> None:
+        self.key = key
+        self.cancelled = cancelled
+        self.compute_start_ns = self.compute_end_ns = 0
+
+    def is_cancelled(self) -> bool:
+        return self.cancelled
 
 
 class Worker:
@@ -58,7 +70,7 @@ class Worker:
         self.outputs = WriteArena()
         self.returned = ScratchArena()  # the responses of a non-decoupled batch, sent with its end
         self.instance: Any = None
-        self.running: dict[int, InferenceRequest] = {}
+        self.running: dict[int, RunningRequest] = {}
         self.helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="naiad-python-worker")
         self._sending = threading.Lock()  # responses from other threads: arena write and send together
         self.calls = ServerCalls(channel)  # pb_utils calls into the server; replies come on the control socket
@@ -97,7 +109,7 @@ class Worker:
             elif op == "cancel":
                 request = self.running.get(message["key"])
                 if request is not None:
-                    request.cancel()
+                    request.cancelled = True
             elif op == "is_ready":
                 self.helpers.submit(self._is_ready, message["token"])
             elif op == "reply":
@@ -164,37 +176,21 @@ class Worker:
         self.channel.send({"op": "loaded"})
 
     def _execute(self, message: Message) -> None:
-        requests = []
-        for entry in message["requests"]:
-            key = entry["key"]
-            token = CancellationToken()
-            if entry["cancelled"]:
-                token.cancel()
-            sender = ResponseSender(self._forwarder(key), cancellation=token)
-            request = InferenceRequest(
-                model_name=entry["model_name"],
-                model_version=entry["model_version"],
-                inputs={t.name: t for t in self.inputs.tensors(message["arena"], entry["inputs"], copy=False)},
-                requested_outputs={name: RequestedOutput(name) for name in entry["outputs"]},
-                sender=sender,
-                id=entry["id"],
-                parameters=entry["parameters"],
-                correlation_id=entry["correlation_id"],
-                flags=entry["flags"],
-                priority=entry["priority"],
-                timeout_us=entry["timeout_us"],
-                batch_size=entry["batch_size"],
-            )
-            self.running[key] = request
-            requests.append(request)
         decoupled = self.instance.decoupled
+        served, batch = [], []
+        for entry in message["requests"]:
+            request = RunningRequest(entry["key"], entry["cancelled"])
+            self.running[request.key] = request
+            served.append(request)
+            batch.append(self._received(message["arena"], entry, request, decoupled))
         if not decoupled:
             self.returned.begin_batch()
             self._held = []
         try:
-            self.instance.execute(requests)
+            with origin.serving_in_worker(served):  # BLS requests made inside name these as their parents
+                self.instance.execute_received(batch, partial(_report_compute, served))
         finally:
-            compute = [(request.compute_start_ns, request.compute_end_ns) for request in requests]
+            compute = [(request.compute_start_ns, request.compute_end_ns) for request in served]
             held, self._held = self._held or [], None
             fds = [fd for _, fd in held if fd is not None]
             executed = {"op": "executed", "batch": message["batch"], "compute": compute}
@@ -205,9 +201,31 @@ class Worker:
                 for fd in fds:
                     os.close(fd)
 
-    def _key_of(self, request: InferenceRequest) -> int | None:
-        """The server's key for ``request`` (of the running batch), so the server knows a BLS parent."""
-        return next((key for key, running in list(self.running.items()) if running is request), None)
+    def _received(self, arena: int, entry: Message, request: RunningRequest, decoupled: bool) -> InferenceRequest:
+        """The ``pb_utils.InferenceRequest`` ``execute`` gets for one request of the server's message."""
+        requested = entry["outputs"] or self.instance.config_outputs
+        sender = InferenceResponseSender(
+            partial(self._deliver, request.key, frozenset(requested)),
+            decoupled=decoupled,
+            is_cancelled=request.is_cancelled,
+        )
+        return InferenceRequest._received(
+            request_id=entry["id"],
+            correlation_id=entry["correlation_id"],
+            inputs=[convert.arena_input(*input) for input in self.inputs.arrays(arena, entry["inputs"], copy=True)],
+            requested_output_names=list(requested),
+            model_name=entry["model_name"],
+            model_version=entry["model_version"],
+            flags=entry["flags"],
+            timeout=entry["timeout_us"],
+            parameters=convert.request_parameters(entry["parameters"]),
+            sender=sender,
+            is_cancelled=request.is_cancelled,
+        )
+
+    def _key_of(self, served: object) -> int | None:
+        """The server's key for a request of the running batch, so the server knows a BLS parent."""
+        return served.key if isinstance(served, RunningRequest) else None
 
     def _send(self, reply: Message, fd: int | None) -> None:
         try:
@@ -216,35 +234,46 @@ class Worker:
             if fd is not None:
                 os.close(fd)
 
-    def _forwarder(self, key: int) -> Any:
-        def deliver(event: ResponseEvent) -> None:
-            holding = self._held is not None and threading.get_ident() == self._main
-            response = event.response
-            reply: Message = {"op": "response", "key": key, "final": event.final}
-            if response is not None:
-                if response.error is not None:
-                    reply["error"] = (response.error.message, response.error.code.name)
-                reply["parameters"] = dict(response.parameters)
-            if holding:  # sent with the batch's end; its tensors in the scratch arena
-                assert self._held is not None
+    def _deliver(self, key: int, requested: frozenset[str], response: InferenceResponse | None, final: bool) -> None:
+        """Send one response (or a flag-only final) of request ``key`` to the server, keeping only the
+        ``requested`` outputs; the model's arrays are copied into an arena before this returns."""
+        holding = self._held is not None and threading.get_ident() == self._main
+        reply: Message = {"op": "response", "key": key, "final": final}
+        outputs = []
+        if response is not None:
+            error = response.error()
+            if error is not None:
+                reply["error"] = (error.message(), error.code().name)
+            else:
+                outputs = [
+                    convert.output_tensor(tensor, copy=False)
+                    for tensor in response.output_tensors()
+                    if tensor.name() in requested
+                ]
+            reply["parameters"] = dict(response._parameter_dict())
+        if holding:  # sent with the batch's end; its tensors in the scratch arena
+            assert self._held is not None
+            fd = None
+            if outputs:
+                reply["arena"], reply["outputs"], fd = self.returned.write(outputs)
+            self._held.append((reply, fd))
+        else:  # written and sent in one step: a message naming a new arena never overtakes its descriptor
+            with self._sending, contextlib.suppress(ChannelClosed):  # the server is gone, and the request
                 fd = None
-                if response is not None:
-                    reply["arena"], reply["outputs"], fd = self.returned.write(response.outputs)
-                self._held.append((reply, fd))
-            else:  # written and sent in one step: a message naming a new arena never overtakes its descriptor
-                with self._sending, contextlib.suppress(ChannelClosed):  # the server is gone, and the request
-                    fd = None
-                    if response is not None:
-                        reply["arena"], reply["outputs"], fd = self.outputs.write(response.outputs)
-                    self._send(reply, fd)
-            if event.final:
-                self.running.pop(key, None)
-
-        return deliver
+                if outputs:
+                    reply["arena"], reply["outputs"], fd = self.outputs.write(outputs)
+                self._send(reply, fd)
+        if final:
+            self.running.pop(key, None)
 
     def _is_ready(self, token: int) -> None:
         ready = bool(self.instance is not None and asyncio.run(self.instance.is_ready()))
         self.channel.send({"op": "ready", "token": token, "value": ready})
+
+
+def _report_compute(requests: Sequence[RunningRequest], start_ns: int, end_ns: int) -> None:
+    for request in requests:
+        request.compute_start_ns, request.compute_end_ns = start_ns, end_ns
 
 
 def main(arguments: Sequence[str]) -> None:
