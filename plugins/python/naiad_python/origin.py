@@ -14,9 +14,8 @@ stand-ins for the server's, and the server builds the parent: there, :func:`curr
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
+from contextvars import ContextVar, Token
 from typing import Any
 
 from naiad.backend import CancellationToken, InferenceRequest, ResponseEvent, ResponseSender
@@ -45,27 +44,29 @@ class _Batch:
 _current: ContextVar[_Batch | None] = ContextVar("naiad_python_batch", default=None)
 
 
-@contextmanager
-def serving(requests: Sequence[InferenceRequest]) -> Iterator[None]:
-    """Code run inside the block serves ``requests``."""
-    with _serving(_Batch(requests, server_builds_parent=False)):
-        yield
+class _Serving:
+    """The block in which code serves a batch (a plain class: entered once per batch)."""
+
+    __slots__ = ("_batch", "_token")
+
+    def __init__(self, batch: _Batch) -> None:
+        self._batch = batch
+
+    def __enter__(self) -> None:
+        self._token: Token[_Batch | None] = _current.set(self._batch)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current.reset(self._token)
 
 
-@contextmanager
-def serving_in_worker(requests: Sequence[Any]) -> Iterator[None]:
+def serving(requests: Sequence[InferenceRequest]) -> _Serving:
+    """Code run inside the block (``with serving(requests):``) serves ``requests``."""
+    return _Serving(_Batch(requests, server_builds_parent=False))
+
+
+def serving_in_worker(requests: Sequence[Any]) -> _Serving:
     """Code run inside the block serves ``requests``, a worker's stand-ins for the server's requests."""
-    with _serving(_Batch(requests, server_builds_parent=True)):
-        yield
-
-
-@contextmanager
-def _serving(batch: _Batch) -> Iterator[None]:
-    token = _current.set(batch)
-    try:
-        yield
-    finally:
-        _current.reset(token)
+    return _Serving(_Batch(requests, server_builds_parent=True))
 
 
 def current_parent() -> InferenceRequest | None:
