@@ -85,8 +85,7 @@ class WriteArena(_Mapped):
         """Copy ``tensors`` in; returns the arena id, their specs, and a descriptor to pass along when
         the arena is new (the caller closes it after sending). Blocks while the reader still holds
         messages and there is no room."""
-        arrays = [wire_array(tensor) for tensor in tensors]
-        needed = sum(_aligned(array.nbytes) for array in arrays)
+        arrays, needed = _wire(tensors)
         if needed > ONESHOT_ABOVE:
             written = _oneshot(tensors, arrays, needed)
             with self._condition:
@@ -131,8 +130,7 @@ class ScratchArena(_Mapped):
 
     def write(self, tensors: Sequence[Tensor]) -> tuple[int, list[TensorSpec], int | None]:
         """Copy ``tensors`` in, as :meth:`WriteArena.write` does, without ever waiting."""
-        arrays = [wire_array(tensor) for tensor in tensors]
-        needed = sum(_aligned(array.nbytes) for array in arrays)
+        arrays, needed = _wire(tensors)
         if needed > ONESHOT_ABOVE:
             return _oneshot(tensors, arrays, needed)
         fd = None
@@ -145,6 +143,17 @@ class ScratchArena(_Mapped):
 
     def close(self) -> None:
         self._unmap()
+
+
+def _wire(tensors: Sequence[Tensor]) -> tuple[list[npt.NDArray[Any]], int]:
+    """Each tensor's wire bytes, and the space they take in an arena, each aligned."""
+    arrays = []
+    needed = 0
+    for tensor in tensors:
+        array = wire_array(tensor)
+        arrays.append(array)
+        needed += _aligned(array.nbytes)
+    return arrays, needed
 
 
 def _arena_size(needed: int) -> int:
