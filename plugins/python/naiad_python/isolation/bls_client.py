@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from naiad.backend import (
     ErrorCode,
@@ -52,7 +53,7 @@ class BlsClient:
         calls: ServerCalls,
         channel: Channel,
         arena: WriteArena,
-        key_of: Callable[[object], int | None],
+        key_of: Callable[[Any], int],
     ) -> None:
         self._calls = calls
         self._channel = channel
@@ -91,7 +92,7 @@ class BlsClient:
             "outputs": [output if isinstance(output, str) else output.name for output in outputs],
             "request_id": request_id,
             "parameters": dict(parameters or {}),
-            "parent": [key for key in map(self._key_of, origin.current_batch()) if key is not None],
+            "parent": [self._key_of(served) for served in origin.current_batch()],
             "refuse_decoupled": refuse_decoupled,
         }
         try:

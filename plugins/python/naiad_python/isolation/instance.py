@@ -37,6 +37,7 @@ from naiad.backend import (
     ModelInstance,
     NaiadError,
     describe_exit,
+    report_compute,
 )
 from naiad_python import instance as in_process
 from naiad_python import origin
@@ -443,8 +444,7 @@ class IsolatedInstance(ModelInstance):
         """Report the batch's compute, then send the responses its ``execute`` returned (a decoupled
         model's returns none); the worker reuses their space at its next batch."""
         assert batch.executed is not None
-        for request, (start, end) in zip(requests, batch.executed["compute"], strict=True):
-            request.report_compute(start, end)
+        report_compute(requests, *batch.executed["compute"])
         for reply in batch.executed["responses"]:
             self._adopt(worker.returned, reply, batch.fds)
             self._respond(worker.returned, reply)

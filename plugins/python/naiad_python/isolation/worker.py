@@ -45,16 +45,15 @@ _log = logging.getLogger("naiad.python")
 
 
 class RunningRequest:
-    """The worker's stand-in for a request of a batch it runs: the server's key for it, whether it was
-    cancelled, and its compute phase. The model gets the request in ``pb_utils`` form, built from the
-    server's message without naiad's core request types in between."""
+    """The worker's stand-in for a request of a batch it runs: the server's key for it and whether it
+    was cancelled. The model gets the request in ``pb_utils`` form, built from the server's message
+    without naiad's core request types in between."""
 
-    __slots__ = ("cancelled", "compute_end_ns", "compute_start_ns", "key")
+    __slots__ = ("cancelled", "key")
 
     def __init__(self, key: int, cancelled: bool) -> None:
         self.key = key
         self.cancelled = cancelled
-        self.compute_start_ns = self.compute_end_ns = 0
 
     def is_cancelled(self) -> bool:
         return self.cancelled
@@ -77,6 +76,7 @@ class Worker:
         self.bls = BlsClient(self.calls, channel, self.outputs, self._key_of)
         # Responses a non-decoupled batch sends on the main thread go out with "executed", in one message.
         self._held: list[tuple[Message, int | None]] | None = None
+        self._compute = (0, 0)  # the running batch's compute phase: start and end, monotonic ns
         self._main = threading.get_ident()
 
     def serve(self) -> None:
@@ -186,14 +186,14 @@ class Worker:
         if not decoupled:
             self.returned.begin_batch()
             self._held = []
+        self._compute = (0, 0)
         try:
             with origin.serving_in_worker(served):  # BLS requests made inside name these as their parents
-                self.instance.execute_received(batch, partial(_report_compute, served))
+                self.instance.execute_received(batch, self._report_compute)
         finally:
-            compute = [(request.compute_start_ns, request.compute_end_ns) for request in served]
             held, self._held = self._held or [], None
             fds = [fd for _, fd in held if fd is not None]
-            executed = {"op": "executed", "batch": message["batch"], "compute": compute}
+            executed = {"op": "executed", "batch": message["batch"], "compute": self._compute}
             executed["responses"] = [reply for reply, _ in held]
             try:  # a decoupled batch's end follows the responses it sent, on the same socket
                 (self.channel if decoupled else self.control).send(executed, fds or None)
@@ -223,9 +223,14 @@ class Worker:
             is_cancelled=request.is_cancelled,
         )
 
-    def _key_of(self, served: object) -> int | None:
+    def _report_compute(self, start_ns: int, end_ns: int) -> None:
+        """The running batch's compute phase, sent with its end (the same for every request of it)."""
+        self._compute = (start_ns, end_ns)
+
+    @staticmethod
+    def _key_of(served: RunningRequest) -> int:
         """The server's key for a request of the running batch, so the server knows a BLS parent."""
-        return served.key if isinstance(served, RunningRequest) else None
+        return served.key
 
     def _send(self, reply: Message, fd: int | None) -> None:
         try:
@@ -269,11 +274,6 @@ class Worker:
     def _is_ready(self, token: int) -> None:
         ready = bool(self.instance is not None and asyncio.run(self.instance.is_ready()))
         self.channel.send({"op": "ready", "token": token, "value": ready})
-
-
-def _report_compute(requests: Sequence[RunningRequest], start_ns: int, end_ns: int) -> None:
-    for request in requests:
-        request.compute_start_ns, request.compute_end_ns = start_ns, end_ns
 
 
 def main(arguments: Sequence[str]) -> None:
