@@ -13,8 +13,9 @@ exactly ``--max-tokens`` tokens:
 * served: the same, with ``"engine_process": false``: the engine in the server process;
 * alone: the same engine class with the same settings, in this process, 16 asyncio tasks calling
   ``Engine.generate`` with the same requests, with as many compute threads as naiad gives its engine
-  process (one fewer than the CPUs, so the server keeps a core); "alone, every core" with torch's
-  default, one per core, as the engine gets in the server process.
+  process (one fewer than the CPUs, so the server keeps a core) on the same CPUs (this process's
+  threads keep to them while it runs, as the engine process's do); "alone, every core" with torch's
+  default, one thread per core on any, as the engine gets in the server process.
 
 Each round measures each driver in turn (so load changes on a shared machine hit them alike); the
 report is the median over rounds of output tokens per second and of the median time to first token.
@@ -32,10 +33,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +52,7 @@ from naiad.backend import new_event_loop
 from naiad.testing import ServerProcess, start_server
 from naiad_llm.engine import GenerationRequest
 from naiad_llm.engines import create_engine
-from naiad_llm.engines.process import child_environment
+from naiad_llm.engines.process import child_environment, engine_cpus
 from naiad_llm.repository import read_model_spec
 from naiad_llm.sampling import parse_sampling
 from naiad_llm.testing import CORPUS, build_tiny_model, write_model_repository
@@ -147,6 +150,21 @@ def served(server: ServerProcess, prompts: list[str], sampling: str) -> Run:
     return Run(sum(tokens) / elapsed, ttft, cpu * 1e6 / sum(tokens), clients_cpu * 1e6 / sum(tokens))
 
 
+@contextmanager
+def keep_to(cpus: list[int] | None) -> Iterator[None]:
+    """Every thread of this process on ``cpus`` (None: where it was) while the block runs."""
+    threads = [int(thread) for thread in os.listdir("/proc/self/task")]
+    everywhere = os.sched_getaffinity(0)
+    for thread in threads if cpus is not None else ():
+        os.sched_setaffinity(thread, cpus)
+    try:
+        yield
+    finally:
+        for thread in threads if cpus is not None else ():
+            with suppress(ProcessLookupError):  # a thread that ended meanwhile
+                os.sched_setaffinity(thread, everywhere)
+
+
 async def alone(engine: Any, prompts: list[str], sampling: dict[str, Any]) -> Run:
     settings, _ = parse_sampling(sampling, strict=True)
     ttft: list[float] = []
@@ -182,6 +200,7 @@ def main() -> None:
     runs: dict[str, list[Run]] = {"alone": [], "alone, every core": [], "served, engine process": [], "served": []}
     every_core = torch.get_num_threads()
     threads = {"alone": int(child_environment("cpu")["OMP_NUM_THREADS"]), "alone, every core": every_core}
+    cpus = {"alone": engine_cpus("cpu"), "alone, every core": None}
     with tempfile.TemporaryDirectory() as folder:
         model = build_tiny_model(Path(folder) / "model")
         isolated, inside = Path(folder) / "isolated", Path(folder) / "inside"
@@ -199,11 +218,13 @@ def main() -> None:
                 runner.run(engines[name].start())
             for server in servers.values():
                 served(server, prompts[:CLIENTS], json.dumps(sampling))  # warm-up
-            for engine in engines.values():
-                runner.run(alone(engine, prompts[:CLIENTS], sampling))
+            for name, engine in engines.items():
+                with keep_to(cpus[name]):
+                    runner.run(alone(engine, prompts[:CLIENTS], sampling))
             for _ in range(arguments.rounds):
                 for name, engine in engines.items():
-                    runs[name].append(runner.run(alone(engine, prompts, sampling)))
+                    with keep_to(cpus[name]):
+                        runs[name].append(runner.run(alone(engine, prompts, sampling)))
                 for name, server in servers.items():
                     runs[name].append(served(server, prompts, json.dumps(sampling)))
         finally:
@@ -256,7 +277,8 @@ def main() -> None:
         comparisons,
     )
     print(
-        f"alone: {threads['alone']} compute threads, as naiad gives its engine process (one fewer than the CPUs); "
+        f"alone: {threads['alone']} compute threads on CPUs {cpus['alone']}, as naiad gives its engine process "
+        "(one fewer than the CPUs, the first left to the server); "
         f"alone, every core: torch's default ({threads['alone, every core']}), as the engine gets in the server process"
     )
 

@@ -30,20 +30,34 @@ def choice_requests(request: GenerationRequest) -> list[GenerationRequest]:
     ]
 
 
-async def generate_choices(
-    engine: Engine, requests: Sequence[GenerationRequest]
-) -> AsyncGenerator[tuple[int, GenerationOutput]]:
-    """Each output of every request, with the request's position, in the order they come.
+class ChoiceOutputs:
+    """Each output of every choice's request, with the request's position, in the order they come.
 
-    Closing the iterator (or a failing request) ends every request still generating.
+    Made, it asks the engine for every request: an engine that takes a request when asked (the engine
+    process) hears of them at once, the others when iteration starts. :meth:`aclose` ends every request
+    still generating, whether iteration started or not; so does a request that fails.
     """
-    streams = [engine.generate(request) for request in requests]
+
+    def __init__(self, engine: Engine, requests: Sequence[GenerationRequest]) -> None:
+        self._streams = [engine.generate(request) for request in requests]
+        self._outputs = _merged(self._streams)
+
+    def __aiter__(self) -> AsyncIterator[tuple[int, GenerationOutput]]:
+        return self._outputs
+
+    async def aclose(self) -> None:
+        """End every request now (it leaves the engine's batch), not when it is garbage-collected."""
+        await self._outputs.aclose()
+        for stream in self._streams:
+            close: Any = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
+
+async def _merged(streams: Sequence[AsyncIterator[GenerationOutput]]) -> AsyncGenerator[tuple[int, GenerationOutput]]:
     if len(streams) == 1:  # the common case, without a task per token
-        try:
-            async for output in streams[0]:
-                yield 0, output
-        finally:
-            await _close(streams)
+        async for output in streams[0]:
+            yield 0, output
         return
     pending: dict[asyncio.Future[GenerationOutput], int] = {}
     try:
@@ -62,12 +76,3 @@ async def generate_choices(
         for future in pending:
             future.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        await _close(streams)
-
-
-async def _close(streams: Sequence[AsyncIterator[GenerationOutput]]) -> None:
-    """End each stream now (it leaves the engine's batch), not when it is garbage-collected."""
-    for stream in streams:
-        close: Any = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()

@@ -102,7 +102,10 @@ class Engine(ABC):
 
     @abstractmethod
     def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationOutput]:
-        """Add ``request`` to the running batch and yield its outputs until one is ``finished``."""
+        """Add ``request`` to the running batch and yield its outputs until one is ``finished``.
+
+        The engine hears of the request when this is called or when iteration starts; closing the
+        iterator (``aclose``) before the finished output ends the request, iterated or not."""
 
     @abstractmethod
     async def abort(self, request_id: str) -> None:

@@ -1,7 +1,8 @@
 """The enqueue hook's scheduler: each request flows into the engine as it arrives.
 
-``submit`` (any thread) hands the request to the server loop, where a coroutine parses it, adds it
-to the engine's running batch and sends each engine output as a response. Nothing waits for a batch
+``submit`` (any thread) hands the request to the server loop, where it is parsed and handed to the
+engine at once (an engine in its own process hears of it before that turn of the loop ends), and a
+coroutine sends each engine output as a response. Nothing waits for a batch
 and no thread is spent per request: the engine batches at the iteration level. A cancelled request
 (client gone, call cancelled, deadline passed) is aborted in the engine at once, which frees its slot.
 """
@@ -14,6 +15,7 @@ import itertools
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 from naiad.backend import (
     ErrorCode,
@@ -24,8 +26,8 @@ from naiad.backend import (
     SchedulerContext,
     unavailable,
 )
-from naiad_llm.choices import choice_requests, generate_choices
-from naiad_llm.engine import LOAD_REFRESH_S, Engine, EngineInfo, GenerationRequest
+from naiad_llm.choices import ChoiceOutputs, choice_requests
+from naiad_llm.engine import LOAD_REFRESH_S, Engine, EngineInfo
 from naiad_llm.metrics import ModelMetrics, RequestTimer
 from naiad_llm.triton_io import TritonRequest, final_response, input_tokens, parse_request, streamed_response
 
@@ -78,7 +80,21 @@ class LLMScheduler(Scheduler):
                 )
 
     def _begin(self, request: InferenceRequest) -> None:
-        task = self._loop.create_task(self._serve(request))
+        """Parse the request and hand it to the engine now (an engine in its own process hears of it
+        before this turn of the loop ends); a task streams its outputs."""
+        started = self._context.execution_started([request])
+        timer = RequestTimer(time.monotonic())
+        request_id = f"{self._context.model_name}-{request.id or 'request'}-{next(self._ids)}"
+        opened: _Opened | Exception
+        try:
+            triton = parse_request(request, request_id)
+            requests = choice_requests(triton.generation)
+            handed = time.monotonic_ns()
+            outputs = ChoiceOutputs(self._engine, requests)
+            opened = _Opened(triton, [choice.request_id for choice in requests], outputs, handed)
+        except Exception as error:  # answered by the task, as every other failure
+            opened = error
+        task = self._loop.create_task(self._serve(request, request_id, opened, started, timer))
         task.add_done_callback(self._ended)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
@@ -90,20 +106,19 @@ class LLMScheduler(Scheduler):
                 "model '%s': a request failed unexpectedly", self._context.model_name, exc_info=task.exception()
             )
 
-    async def _serve(self, request: InferenceRequest) -> None:
+    async def _serve(
+        self, request: InferenceRequest, request_id: str, opened: _Opened | Exception, started: int, timer: RequestTimer
+    ) -> None:
         sender = request.sender
-        started = self._context.execution_started([request])
-        request_id = f"{self._context.model_name}-{request.id or 'request'}-{next(self._ids)}"
-        timer = RequestTimer(time.monotonic())
         abort: _Aborter | None = None
         try:
-            triton = parse_request(request, request_id)
-            requests = choice_requests(triton.generation)
-            abort = _Aborter(self._engine, [choice.request_id for choice in requests], self._loop)
+            if isinstance(opened, Exception):
+                raise opened
+            triton = opened.triton
+            abort = _Aborter(self._engine, opened.request_ids, self._loop)
             request.cancellation.add_callback(abort)
-            compute_start = time.monotonic_ns()
-            aborted = await self._generate(request, triton, requests, timer)
-            request.report_compute(compute_start, time.monotonic_ns())
+            aborted = await self._generate(request, triton, opened.outputs, timer)
+            request.report_compute(opened.handed_ns, time.monotonic_ns())
             if aborted or request.is_cancelled():
                 sender.send(
                     InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED)), final=True
@@ -129,32 +144,41 @@ class LLMScheduler(Scheduler):
         finally:
             if abort is not None:
                 request.cancellation.remove_callback(abort)
+            if not isinstance(opened, Exception):
+                await opened.outputs.aclose()  # leaves the engine's batch now, not when it is collected
             self._metrics.load(self._engine.stats())
             self._context.execution_ended([request], started)
 
     async def _generate(
-        self, request: InferenceRequest, triton: TritonRequest, requests: list[GenerationRequest], timer: RequestTimer
+        self, request: InferenceRequest, triton: TritonRequest, outputs: ChoiceOutputs, timer: RequestTimer
     ) -> bool:
         """Run every choice, streaming each output when asked; whether the engine aborted the request."""
-        outputs = generate_choices(self._engine, requests)
-        try:
-            async for index, output in outputs:
-                now = time.monotonic()
-                self._metrics.tokens(timer, now, len(output.token_ids), not triton.started, output.num_input_tokens)
-                if now - self._load_read >= LOAD_REFRESH_S:
-                    self._load_read = now
-                    self._metrics.load(self._engine.stats())
-                if output.finish_reason == "abort":
-                    return True
-                if request.is_cancelled():
-                    return False
-                triton.record(index, output)
-                if triton.stream:
-                    response = streamed_response(triton, index, self._info.tokenizer)
-                    request.sender.send(response, final=triton.finished)
-        finally:
-            await outputs.aclose()  # leaves the engine's batch now, not when the generator is collected
+        async for index, output in outputs:
+            now = time.monotonic()
+            self._metrics.tokens(timer, now, len(output.token_ids), not triton.started, output.num_input_tokens)
+            if now - self._load_read >= LOAD_REFRESH_S:
+                self._load_read = now
+                self._metrics.load(self._engine.stats())
+            if output.finish_reason == "abort":
+                return True
+            if request.is_cancelled():
+                return False
+            triton.record(index, output)
+            if triton.stream:
+                response = streamed_response(triton, index, self._info.tokenizer)
+                request.sender.send(response, final=triton.finished)
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """A request handed to the engine: what it asks, its engine requests' ids, their outputs, and
+    when it was handed over (``time.monotonic_ns``, where its compute phase starts)."""
+
+    triton: TritonRequest
+    request_ids: list[str]
+    outputs: ChoiceOutputs
+    handed_ns: int
 
 
 class _Aborter:

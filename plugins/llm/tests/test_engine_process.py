@@ -3,15 +3,20 @@ process, restarted when it dies, gone when the server is; ``"engine_process": fa
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import logging
 import os
 import queue
 import signal
+import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +26,9 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess, start_server
-from naiad_llm.engine import GenerationOutput
-from naiad_llm.engines.process import merge
+from naiad_llm.engine import GenerationOutput, GenerationRequest, SamplingSettings
+from naiad_llm.engines import EngineSettings
+from naiad_llm.engines.process import EngineProcess, merge
 from naiad_llm.engines.process_wire import Frames, frame, output_fields, output_from
 from naiad_llm.testing import write_model_repository
 
@@ -103,6 +109,17 @@ def test_the_transformers_engine_runs_in_a_child_of_the_server(server: ServerPro
         status, document = generate(server, model, return_num_output_tokens=True)
         assert status == 200, document
         assert document["num_output_tokens"] == 4
+
+
+def test_the_engine_process_keeps_off_the_first_cpu_the_server_may_use(server: ServerProcess) -> None:
+    (child,) = engine_processes(server.process.pid)
+    cpus = sorted(os.sched_getaffinity(server.process.pid))
+    bound = len(cpus) > 1 and "OMP_NUM_THREADS" not in os.environ  # else the placement is left alone
+    expected = set(cpus[1:]) if bound else set(cpus)
+    threads = [int(thread.name) for thread in (Path("/proc") / str(child) / "task").iterdir()]
+    assert len(threads) > 1  # the engine's own threads (its generation thread) are among them
+    for thread in threads:
+        assert os.sched_getaffinity(thread) == expected, f"thread {thread} of the engine process"
 
 
 def test_both_placements_give_the_same_greedy_text(server: ServerProcess) -> None:
@@ -196,3 +213,93 @@ def test_an_output_crosses_the_socket_with_every_field() -> None:
     (received,) = Frames().feed(frame(("outputs", [("id", fields)], None)))[0][1]
     assert received[0] == "id"
     assert output_from(received[1]) == output
+
+
+class EngineChildConnection:
+    """The server's end of an engine process started by hand: messages written and read as the server does."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.frames = Frames()
+        self.messages: list[Any] = []
+
+    def send(self, message: Any) -> None:
+        self.sock.sendall(frame(message))
+
+    def receive(self, kind: str) -> Any:
+        """The next message of ``kind`` (logs skipped)."""
+        while True:
+            while not self.messages:
+                data = self.sock.recv(1 << 20)
+                assert data, "the engine process closed its socket"
+                self.messages.extend(self.frames.feed(data))
+            message = self.messages.pop(0)
+            if message[0] == kind:
+                return message
+            assert message[0] == "log", message
+
+
+def test_the_first_output_of_a_request_leads_the_message_it_travels_in(tiny_model: Path) -> None:
+    ours, theirs = socket.socketpair()
+    child = subprocess.Popen([sys.executable, "-m", ENGINE_MODULE, str(theirs.fileno())], pass_fds=[theirs.fileno()])
+    theirs.close()
+    ours.settimeout(120)
+    connection = EngineChildConnection(ours)
+    try:
+        settings = EngineSettings("tiny", str(tiny_model), {"model": str(tiny_model)}, tiny_model)
+        connection.send(("start", "transformers", settings, logging.WARNING))
+        connection.receive("ready")
+        greedy = SamplingSettings(max_tokens=400, temperature=0, ignore_eos=True)
+        connection.send(("add", GenerationRequest("streaming", "Once upon a time", greedy)))
+        seen = {"streaming"}
+        while not connection.receive("outputs")[1]:
+            pass  # the long request streams
+        mixed = 0  # messages carrying first outputs and later ones, over a few rounds of new requests
+        for round_ in range(3):
+            new = {f"new-{round_}-{index}" for index in range(4)}
+            for request_id in sorted(new):
+                connection.send(
+                    ("add", GenerationRequest(request_id, "Hello", dataclasses.replace(greedy, max_tokens=3)))
+                )
+            finished: set[str] = set()
+            while finished != new:
+                _, outputs, _ = connection.receive("outputs")
+                firsts = [request_id not in seen for request_id, _ in outputs]
+                assert firsts == sorted(firsts, reverse=True), f"a first output after a later one: {outputs}"
+                mixed += any(firsts) and not all(firsts)
+                seen.update(request_id for request_id, _ in outputs)
+                finished.update(request_id for request_id, fields in outputs if output_from(fields).finished)
+            if mixed:
+                break
+        assert mixed, "no message carried a new request's first output with a streaming request's token"
+        connection.send(("stop",))
+        assert child.wait(60) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        ours.close()
+
+
+def test_the_engine_process_hears_of_a_request_when_asked_and_a_closed_one_leaves_its_batch(tiny_model: Path) -> None:
+    async def scenario() -> None:
+        engine = EngineProcess(
+            "transformers", EngineSettings("tiny", str(tiny_model), {"model": str(tiny_model)}, tiny_model)
+        )
+        await engine.start()
+        try:
+            greedy = SamplingSettings(max_tokens=400, temperature=0, ignore_eos=True)
+            generation = engine.generate(GenerationRequest("never-iterated", "Once upon a time", greedy))
+            await wait_for(lambda: engine.stats().running == 1)  # generating, though nobody iterates yet
+            await generation.aclose()  # type: ignore[attr-defined]
+            await wait_for(lambda: engine.stats().running == 0)
+        finally:
+            await engine.stop()
+
+    async def wait_for(condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 60
+        while not condition():
+            assert time.monotonic() < deadline, "the engine's load did not change"
+            await asyncio.sleep(0.01)
+
+    asyncio.run(scenario())

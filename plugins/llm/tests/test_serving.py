@@ -154,12 +154,12 @@ def test_http_generate_stream_sends_server_sent_events(server: ServerProcess) ->
     status, data = post(
         server,
         f"/v2/models/{MODEL}/generate_stream",
-        {"text_input": "Hello", "stream": True, "max_tokens": 4, "ignore_eos": True, "return_num_output_tokens": True},
+        {"text_input": "Hello", "stream": True, "max_tokens": 16, "ignore_eos": True, "return_num_output_tokens": True},
     )
     assert status == 200
     events = [json.loads(line[len(b"data: ") :]) for line in data.splitlines() if line.startswith(b"data: ")]
-    assert sum(event["num_output_tokens"] for event in events) == 4
-    assert len(events) >= 2
+    assert sum(event["num_output_tokens"] for event in events) == 16
+    assert len(events) >= 2  # tokens that come before naiad took the previous ones share an event
 
 
 def test_every_return_flag_adds_its_output(server: ServerProcess) -> None:

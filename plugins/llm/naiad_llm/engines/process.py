@@ -10,6 +10,9 @@ while tokens flow, and whenever a request ends). Outputs of a request that arriv
 generator took the last one are merged into one. The engine's info, its tokenizer included, comes
 over once, when the engine has started.
 
+On the CPU the child keeps to every CPU the server may use but the first (:func:`engine_cpus`): the
+engine's threads, its event loop's included, stay off the CPU left to the server's event loop.
+
 The child runs in a session of its own, so signals meant for the server's process group (a
 terminal's Ctrl+C) reach only the server, which stops the engine after what it accepted is answered.
 A child that dies (killed, out of memory, a crash in native code) fails the requests it was generating
@@ -34,7 +37,7 @@ from typing import Any
 from naiad.backend import ErrorCode, NaiadError, describe_exit, unavailable
 from naiad_llm.engine import Engine, EngineInfo, EngineStats, GenerationOutput, GenerationRequest
 from naiad_llm.engines import EngineSettings
-from naiad_llm.engines.process_wire import Frames, frame, output_from
+from naiad_llm.engines.process_wire import Frames, cpu_list, frame, output_from
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +54,17 @@ def child_environment(device: str) -> dict[str, str]:
     if device == "cpu" and "OMP_NUM_THREADS" not in environment:
         environment["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) - 1))
     return environment
+
+
+def engine_cpus(device: str) -> list[int] | None:
+    """The CPUs the engine process keeps to on the CPU: every CPU the server may use but the first,
+    one per compute thread, so the engine never takes the CPU left to the server's event loop (vLLM's
+    CPU backend binds its threads likewise). None, no binding: on a GPU, with one CPU, or when
+    ``OMP_NUM_THREADS`` set for the server leaves the threads and their placement to whoever set it."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if device != "cpu" or "OMP_NUM_THREADS" in os.environ or len(cpus) < 2:
+        return None
+    return cpus[1:]
 
 
 def merge(earlier: GenerationOutput, later: GenerationOutput) -> GenerationOutput:
@@ -84,22 +98,14 @@ class EngineProcess(Engine):
     async def start(self) -> EngineInfo:
         return await self._spawn()
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationOutput]:
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationOutput]:
+        """The child hears of ``request`` now, not when iteration starts: a turn of the server's loop sooner."""
         if self._unavailable is not None:
             raise unavailable(self._unavailable)
         outputs = _Outputs()
         self._requests[request.request_id] = outputs
         self._send(("add", request))
-        finished = False
-        try:
-            while not finished:
-                output = await outputs.next()
-                finished = output.finished
-                yield output
-        finally:
-            self._requests.pop(request.request_id, None)
-            if not finished:
-                self._send(("abort", request.request_id))
+        return _Generation(self, request.request_id, outputs)
 
     async def abort(self, request_id: str) -> None:
         if request_id in self._requests:
@@ -137,9 +143,10 @@ class EngineProcess(Engine):
         """Start a child and its engine; raise what kept the engine from starting."""
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair()
+        cpus = engine_cpus(self._settings.device)
         with theirs:
             process = subprocess.Popen(
-                [sys.executable, "-m", CHILD_MODULE, str(theirs.fileno())],
+                [sys.executable, "-m", CHILD_MODULE, str(theirs.fileno()), *([] if cpus is None else [cpu_list(cpus)])],
                 pass_fds=[theirs.fileno()],
                 env=child_environment(self._settings.device),
                 start_new_session=True,  # a terminal's Ctrl+C stops the server, which stops the engine
@@ -165,6 +172,12 @@ class EngineProcess(Engine):
     def _send(self, message: Any) -> None:
         if self._child is not None and self._unavailable is None:
             self._child.write(message)
+
+    def _ended(self, request_id: str, *, finished: bool) -> None:
+        """A request's generator is done with it; the child stops generating it unless it finished."""
+        self._requests.pop(request_id, None)
+        if not finished:
+            self._send(("abort", request_id))
 
     def _load_changed(self, stats: EngineStats) -> None:
         self._stats = stats
@@ -250,6 +263,40 @@ class _ChildHandle:
     def write(self, message: Any) -> None:
         if not self.transport.is_closing():
             self.transport.write(frame(message))
+
+
+class _Generation:
+    """One request's outputs from the child until the finished one; closed early, iterated or not (or
+    failed), it aborts the request."""
+
+    __slots__ = ("_open", "_outputs", "_owner", "_request_id")
+
+    def __init__(self, owner: EngineProcess, request_id: str, outputs: _Outputs) -> None:
+        self._owner = owner
+        self._request_id = request_id
+        self._outputs = outputs
+        self._open = True
+
+    def __aiter__(self) -> _Generation:
+        return self
+
+    async def __anext__(self) -> GenerationOutput:
+        if not self._open:
+            raise StopAsyncIteration
+        try:
+            output = await self._outputs.next()
+        except BaseException:
+            await self.aclose()
+            raise
+        if output.finished:
+            self._open = False
+            self._owner._ended(self._request_id, finished=True)
+        return output
+
+    async def aclose(self) -> None:
+        if self._open:
+            self._open = False
+            self._owner._ended(self._request_id, finished=False)
 
 
 class _Outputs:

@@ -1,8 +1,9 @@
-"""The engine process: ``python -m naiad_llm.engines.process_child FD`` serves one engine on socket FD.
+"""The engine process: ``python -m naiad_llm.engines.process_child FD [CPUS]`` serves one engine on
+socket FD, its threads kept to the CPUs ``CPUS`` names (``1,2,3``) when given.
 
 It runs the engine on its own event loop, each request as a task, and sends the outputs every
-request gained during one turn of the loop as one message, with the engine's load when a request
-ended or 10 ms have passed. What it logs goes
+request gained during one turn of the loop as one message (requests' first outputs first), with the
+engine's load when a request ended or 10 ms have passed. What it logs goes
 to the server, which logs it in its own format, file and level. When the server closes the socket
 (it stopped, or it died) the engine stops and the process exits.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import sys
 import threading
@@ -20,7 +22,7 @@ from typing import Any
 from naiad.backend import ErrorCode, NaiadError, new_event_loop, settle_heap
 from naiad_llm.engine import LOAD_REFRESH_S, Engine, GenerationRequest
 from naiad_llm.engines import EngineSettings, create_engine
-from naiad_llm.engines.process_wire import Frames, OutputFields, frame, output_fields
+from naiad_llm.engines.process_wire import Frames, OutputFields, frame, output_fields, parse_cpu_list
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +36,7 @@ class EngineChild:
         self._engine: Engine | None = None
         self._starting: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._first: list[tuple[str, OutputFields]] = []  # requests' first outputs, sent first
         self._pending: list[tuple[str, OutputFields]] = []
         self._flush_scheduled = False
         self._load_changed = False  # a request ended since the load was last sent
@@ -100,9 +103,11 @@ class EngineChild:
 
     async def _run(self, request: GenerationRequest) -> None:
         assert self._engine is not None, "a request came before the engine started"
+        first = True  # a request's first output goes out ahead of the turn's other outputs
         try:
             async for output in self._engine.generate(request):
-                self._pending.append((request.request_id, output_fields(output)))
+                (self._first if first else self._pending).append((request.request_id, output_fields(output)))
+                first = False
                 self._schedule_flush()
         except NaiadError as error:
             self.write(("error", request.request_id, error.message, error.code))
@@ -123,9 +128,11 @@ class EngineChild:
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Send the outputs gained this turn, with the engine's load when a request ended or it is due."""
+        """Send the outputs gained this turn, with the engine's load when a request ended or it is due.
+        Requests' first outputs lead, so the server answers them first: a new request's time to first
+        token does not wait behind the tokens of every request already streaming."""
         self._flush_scheduled = False
-        pending, self._pending = self._pending, []
+        pending, self._first, self._pending = [*self._first, *self._pending], [], []
         assert self._engine is not None
         now = asyncio.get_running_loop().time()
         load = None
@@ -167,12 +174,15 @@ class _ForwardedLogs(logging.Handler):
             self._loop.call_soon_threadsafe(self._child.write, message)
 
 
-def main(fd: int) -> None:
-    """Serve the engine on the socket ``fd`` until the server says stop or goes away."""
+def main(fd: int, cpus: list[int] | None = None) -> None:
+    """Serve the engine on the socket ``fd`` until the server says stop or goes away. ``cpus``: the CPUs
+    every thread keeps to, set before the engine starts any (threads take their creator's CPUs)."""
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
     sock = socket.socket(fileno=fd)
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(EngineChild(sock).serve())
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), parse_cpu_list(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -1,5 +1,8 @@
 """The messages between the server and an engine process: pickled tuples, each behind its length.
 
+The child's command line: ``python -m naiad_llm.engines.process_child FD [CPUS]``, ``CPUS`` the CPUs
+it keeps to as ``1,2,3`` (:func:`cpu_list`).
+
 Server to engine: ``("start", engine, settings, log_level)``, ``("add", request)``, ``("abort", id)``,
 ``("stop",)``. Engine to server: ``("ready", info)`` or ``("failed", message, code)`` once;
 ``("outputs", [(id, output_fields), ...], stats or None)``, ``("error", id, message, code)`` and
@@ -65,3 +68,13 @@ class Frames:
             messages.append(pickle.loads(self._buffer[_HEADER.size : end]))
             del self._buffer[:end]
         return messages
+
+
+def cpu_list(cpus: list[int]) -> str:
+    """``cpus`` as the child's command line names them."""
+    return ",".join(str(cpu) for cpu in cpus)
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """The CPUs :func:`cpu_list` wrote as ``text``."""
+    return [int(cpu) for cpu in text.split(",")]
