@@ -3,7 +3,8 @@
 grpc core closes connections past its cap (``grpc.max_allowed_incoming_connections``) without a
 word, so a watcher counts the listener's established connections every few seconds (from
 ``/proc``: this process's sockets whose local port is the listener's) and says so when the count
-has reached the cap. Where ``/proc`` is missing the watcher does nothing.
+has reached the cap. It reads the host's TCP tables only while the process holds at least ``cap``
+sockets, which a busy host's tables make dear. Where ``/proc`` is missing the watcher does nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ _ESTABLISHED = "01"
 _TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 
 
-def established_connections(port: int) -> int | None:
-    """This process's established TCP connections on local ``port``; None where /proc is missing."""
+def socket_inodes() -> set[str] | None:
+    """The inodes of this process's open sockets; None where /proc is missing."""
     try:
         descriptors = os.listdir("/proc/self/fd")
     except OSError:
@@ -35,6 +36,11 @@ def established_connections(port: int) -> int | None:
             continue  # closed meanwhile
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
+    return inodes
+
+
+def established_connections(port: int, inodes: set[str]) -> int:
+    """The established TCP connections on local ``port`` among the sockets ``inodes`` (this process's)."""
     count = 0
     for table in _TCP_TABLES:
         try:
@@ -55,9 +61,12 @@ async def watch_connection_cap(where: str, port: int, cap: int) -> None:
     last_warning = -_REPEAT_AFTER_S
     while True:
         await asyncio.sleep(CHECK_INTERVAL_S)
-        count = await asyncio.to_thread(established_connections, port)
-        if count is None:
+        inodes = await asyncio.to_thread(socket_inodes)
+        if inodes is None:
             return
+        if len(inodes) < cap:
+            continue  # fewer sockets than the cap: the TCP tables (every socket on the host) need no reading
+        count = await asyncio.to_thread(established_connections, port, inodes)
         if count >= cap and loop.time() - last_warning >= _REPEAT_AFTER_S:
             last_warning = loop.time()
             logger.warning(

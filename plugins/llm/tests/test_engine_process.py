@@ -180,6 +180,29 @@ def test_an_engine_process_that_dies_fails_its_requests_and_is_restarted(server:
     assert restarted != pid
 
 
+def set_log_verbose_level(server: ServerProcess, level: int) -> None:
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v2/logging", data=json.dumps({"log_verbose_level": level}).encode()
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert json.loads(response.read())["log_verbose_level"] == level
+
+
+def test_the_engine_process_logs_at_the_level_v2_logging_sets(server: ServerProcess) -> None:
+    joins = f"model '{ISOLATED}': request {ISOLATED}-"
+    assert generate(server, ISOLATED)[0] == 200
+    assert joins not in server.logs()  # debug lines are off
+    set_log_verbose_level(server, 1)
+    try:
+        assert generate(server, ISOLATED)[0] == 200
+        deadline = time.monotonic() + 30
+        while joins not in server.logs():  # the child's lines reach the server's log as they come
+            assert time.monotonic() < deadline, "the engine process's debug line never reached the log"
+            time.sleep(0.1)
+    finally:
+        set_log_verbose_level(server, 0)
+
+
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
 def test_no_engine_process_outlives_its_server(tiny_model: Path, tmp_path: Path, stop: str) -> None:
     write_model_repository(tmp_path, ISOLATED, tiny_model)

@@ -4,11 +4,12 @@ An engine such as transformers' runs Python on every decoding step (scheduling, 
 model's modules), as the server does for every request and every streamed token. In one process they
 take turns on the GIL, and each makes the other slower. :class:`EngineProcess` runs the engine in a
 child process (the same design as vLLM's engine-core process) and speaks to it over a socket pair
-with small pickled messages: requests and aborts one way; the other way, once per turn of the child's
-event loop, the outputs every request gained meanwhile, with the engine's load (every 10 ms at most
-while tokens flow, and whenever a request ends). Outputs of a request that arrive before its
-generator took the last one are merged into one. The engine's info, its tokenizer included, comes
-over once, when the engine has started.
+with small pickled messages (:mod:`~naiad_llm.engines.process_wire`): requests, aborts and the
+server's log level when it changed one way; the other way, once per turn of the child's event loop,
+the outputs every request gained meanwhile, with the engine's load (every 10 ms at most while tokens
+flow, and whenever a request ends). Outputs of a request that arrive before its generator took the
+last one are merged into one. The engine's info, its tokenizer included, comes over once, when the
+engine has started.
 
 On the CPU the child keeps to every CPU the server may use but the first (:func:`engine_cpus`): the
 engine's threads, its event loop's included, stay off the CPU left to the server's event loop.
@@ -89,6 +90,7 @@ class EngineProcess(Engine):
         self._child: _ChildHandle | None = None
         self._requests: dict[str, _Outputs] = {}
         self._stats = EngineStats(running=0, waiting=0)
+        self._log_level = logging.NOTSET  # the level the child logs at, as last sent
         self._unavailable: str | None = None  # why requests cannot be served now
         self._load_listener: Callable[[EngineStats], None] | None = None
         self._stopping = False
@@ -102,6 +104,10 @@ class EngineProcess(Engine):
         """The child hears of ``request`` now, not when iteration starts: a turn of the server's loop sooner."""
         if self._unavailable is not None:
             raise unavailable(self._unavailable)
+        level = logging.getLogger().getEffectiveLevel()
+        if level != self._log_level:  # changed through /v2/logging: the child's records follow
+            self._log_level = level
+            self._send(("log_level", level))
         outputs = _Outputs()
         self._requests[request.request_id] = outputs
         self._send(("add", request))
@@ -156,7 +162,8 @@ class EngineProcess(Engine):
         transport, _ = await loop.create_unix_connection(lambda: _Protocol(self, ready, ended), sock=ours)
         child = _ChildHandle(process, transport, loop.time())
         self._child = child
-        child.write(("start", self._engine, self._settings, logging.getLogger().getEffectiveLevel()))
+        self._log_level = logging.getLogger().getEffectiveLevel()
+        child.write(("start", self._engine, self._settings, self._log_level))
         try:
             info = await ready
         except BaseException:

@@ -68,7 +68,10 @@ class EngineChild:
             self._starting = asyncio.get_running_loop().create_task(self._start(name, settings))
         elif kind == "add":
             request: GenerationRequest = message[1]
+            logger.debug("model '%s': request %s joins the engine", self._model, request.request_id)
             self._tasks[request.request_id] = asyncio.get_running_loop().create_task(self._run(request))
+        elif kind == "log_level":
+            logging.getLogger().setLevel(message[1])
         elif kind == "abort":
             task = self._tasks.get(message[1])
             if task is not None:

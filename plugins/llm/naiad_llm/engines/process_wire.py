@@ -4,9 +4,10 @@ The child's command line: ``python -m naiad_llm.engines.process_child FD [CPUS]`
 it keeps to as ``1,2,3`` (:func:`cpu_list`).
 
 Server to engine: ``("start", engine, settings, log_level)``, ``("add", request)``, ``("abort", id)``,
-``("stop",)``. Engine to server: ``("ready", info)`` or ``("failed", message, code)`` once;
-``("outputs", [(id, output_fields), ...], stats or None)``, ``("error", id, message, code)`` and
-``("log", level, logger, text)`` as they come. Both ends are the same program, so pickle is safe.
+``("log_level", level)`` (the server's changed, through ``/v2/logging``), ``("stop",)``. Engine to
+server: ``("ready", info)`` or ``("failed", message, code)`` once; ``("outputs", [(id,
+output_fields), ...], stats or None)``, ``("error", id, message, code)`` and ``("log", level,
+logger, text)`` as they come. Both ends are the same program, so pickle is safe.
 An output travels as the tuple of its fields: pickle takes a seventh of the time a dataclass with
 slots costs it, and every token pays it on both ends.
 """
