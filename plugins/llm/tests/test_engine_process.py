@@ -326,3 +326,23 @@ def test_the_engine_process_hears_of_a_request_when_asked_and_a_closed_one_leave
             await asyncio.sleep(0.01)
 
     asyncio.run(scenario())
+
+
+def test_an_aborted_engine_process_request_ends_at_once_with_an_abort_output(tiny_model: Path) -> None:
+    async def scenario() -> None:
+        engine = EngineProcess(
+            "transformers", EngineSettings("tiny", str(tiny_model), {"model": str(tiny_model)}, tiny_model)
+        )
+        await engine.start()
+        try:
+            greedy = SamplingSettings(max_tokens=400, temperature=0, ignore_eos=True)
+            generation = engine.generate(GenerationRequest("aborted", "Once upon a time", greedy))
+            assert not (await anext(generation)).finished
+            await engine.abort("aborted")
+            while not (output := await asyncio.wait_for(anext(generation), 10)).finished:
+                pass  # outputs the child sent before it heard of the abort
+            assert output.finish_reason == "abort"
+        finally:
+            await engine.stop()
+
+    asyncio.run(scenario())

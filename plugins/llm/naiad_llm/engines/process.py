@@ -114,8 +114,12 @@ class EngineProcess(Engine):
         return _Generation(self, request.request_id, outputs)
 
     async def abort(self, request_id: str) -> None:
-        if request_id in self._requests:
+        """The child stops generating the request; its generator ends at once with an "abort" output,
+        as the engines' own do (the child sends nothing more for it)."""
+        outputs = self._requests.pop(request_id, None)
+        if outputs is not None:
             self._send(("abort", request_id))
+            outputs.abort()
 
     def stats(self) -> EngineStats:
         return self._stats
@@ -181,9 +185,9 @@ class EngineProcess(Engine):
             self._child.write(message)
 
     def _ended(self, request_id: str, *, finished: bool) -> None:
-        """A request's generator is done with it; the child stops generating it unless it finished."""
-        self._requests.pop(request_id, None)
-        if not finished:
+        """A request's generator is done with it; the child stops generating it unless it finished
+        (or was aborted: then it is no longer waited for)."""
+        if self._requests.pop(request_id, None) is not None and not finished:
             self._send(("abort", request_id))
 
     def _load_changed(self, stats: EngineStats) -> None:
@@ -309,13 +313,22 @@ class _Generation:
 class _Outputs:
     """One request's outputs on their way to its generator; outputs that wait are merged into one."""
 
-    __slots__ = ("_items", "_waiter")
+    __slots__ = ("_items", "_last", "_waiter")
 
     def __init__(self) -> None:
         self._items: deque[GenerationOutput | NaiadError] = deque()
+        self._last: GenerationOutput | None = None  # the latest output put, for its token counts
         self._waiter: asyncio.Future[None] | None = None
 
+    def abort(self) -> None:
+        """End the request here: an "abort" output with the token counts of the latest one."""
+        last = self._last
+        counts = (last.num_input_tokens, last.num_output_tokens) if last is not None else (0, 0)
+        self.put(GenerationOutput("", [], *counts, finished=True, finish_reason="abort"))
+
     def put(self, item: GenerationOutput | NaiadError) -> None:
+        if isinstance(item, GenerationOutput):
+            self._last = item
         items = self._items
         if items and isinstance(item, GenerationOutput) and isinstance(items[-1], GenerationOutput):
             items[-1] = merge(items[-1], item)
