@@ -28,7 +28,7 @@ from tritonclient.utils import InferenceServerException
 from naiad.testing import ServerProcess, start_server
 from naiad_llm.engine import GenerationOutput, GenerationRequest, SamplingSettings
 from naiad_llm.engines import EngineSettings
-from naiad_llm.engines.process import EngineProcess, merge
+from naiad_llm.engines.process import EngineProcess, engine_cpus, merge
 from naiad_llm.engines.process_wire import Frames, frame, output_fields, output_from
 from naiad_llm.testing import write_model_repository
 
@@ -346,3 +346,24 @@ def test_an_aborted_engine_process_request_ends_at_once_with_an_abort_output(tin
             await engine.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("device", "cpus", "omp", "expected"),
+    [
+        ("cpu", {0, 1, 2, 3}, None, [1, 2, 3]),
+        ("cpu", {2, 5, 7}, None, [5, 7]),  # a container's CPUs: all but the first of them
+        ("cpu", {0}, None, None),  # one CPU: nothing to leave the server
+        ("cpu", {0, 1, 2, 3}, "2", None),  # OMP_NUM_THREADS set: threads and placement are the user's
+        ("cuda:0", {0, 1, 2, 3}, None, None),
+    ],
+)
+def test_the_engine_process_cpus(
+    monkeypatch: pytest.MonkeyPatch, device: str, cpus: set[int], omp: str | None, expected: list[int] | None
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: cpus)
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    assert engine_cpus(device) == expected
