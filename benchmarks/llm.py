@@ -153,14 +153,17 @@ def served(server: ServerProcess, prompts: list[str], sampling: str) -> Run:
 @contextmanager
 def keep_to(cpus: list[int] | None) -> Iterator[None]:
     """Every thread of this process on ``cpus`` (None: where it was) while the block runs."""
+    if cpus is None:
+        yield
+        return
     threads = [int(thread) for thread in os.listdir("/proc/self/task")]
     everywhere = os.sched_getaffinity(0)
-    for thread in threads if cpus is not None else ():
+    for thread in threads:
         os.sched_setaffinity(thread, cpus)
     try:
         yield
     finally:
-        for thread in threads if cpus is not None else ():
+        for thread in threads:
             with suppress(ProcessLookupError):  # a thread that ended meanwhile
                 os.sched_setaffinity(thread, everywhere)
 

@@ -4,6 +4,7 @@ process, restarted when it dies, gone when the server is; ``"engine_process": fa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -16,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,24 @@ def test_an_output_crosses_the_socket_with_every_field() -> None:
     assert output_from(received[1]) == output
 
 
+LONG_GREEDY = SamplingSettings(max_tokens=400, temperature=0, ignore_eos=True)
+
+
+def tiny_settings(tiny_model: Path) -> EngineSettings:
+    return EngineSettings("tiny", str(tiny_model), {"model": str(tiny_model)}, tiny_model)
+
+
+@contextlib.asynccontextmanager
+async def engine_process(tiny_model: Path) -> AsyncIterator[EngineProcess]:
+    """The tiny model's transformers engine in a process of its own, started and, after, stopped."""
+    engine = EngineProcess("transformers", tiny_settings(tiny_model))
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop()
+
+
 class EngineChildConnection:
     """The server's end of an engine process started by hand: messages written and read as the server does."""
 
@@ -269,11 +288,9 @@ def test_the_first_output_of_a_request_leads_the_message_it_travels_in(tiny_mode
     ours.settimeout(120)
     connection = EngineChildConnection(ours)
     try:
-        settings = EngineSettings("tiny", str(tiny_model), {"model": str(tiny_model)}, tiny_model)
-        connection.send(("start", "transformers", settings, logging.WARNING))
+        connection.send(("start", "transformers", tiny_settings(tiny_model), logging.WARNING))
         connection.receive("ready")
-        greedy = SamplingSettings(max_tokens=400, temperature=0, ignore_eos=True)
-        connection.send(("add", GenerationRequest("streaming", "Once upon a time", greedy)))
+        connection.send(("add", GenerationRequest("streaming", "Once upon a time", LONG_GREEDY)))
         seen = {"streaming"}
         while not connection.receive("outputs")[1]:
             pass  # the long request streams
@@ -282,7 +299,7 @@ def test_the_first_output_of_a_request_leads_the_message_it_travels_in(tiny_mode
             new = {f"new-{round_}-{index}" for index in range(4)}
             for request_id in sorted(new):
                 connection.send(
-                    ("add", GenerationRequest(request_id, "Hello", dataclasses.replace(greedy, max_tokens=3)))
+                    ("add", GenerationRequest(request_id, "Hello", dataclasses.replace(LONG_GREEDY, max_tokens=3)))
                 )
             finished: set[str] = set()
             while finished != new:
@@ -306,18 +323,11 @@ def test_the_first_output_of_a_request_leads_the_message_it_travels_in(tiny_mode
 
 def test_the_engine_process_hears_of_a_request_when_asked_and_a_closed_one_leaves_its_batch(tiny_model: Path) -> None:
     async def scenario() -> None:
-        engine = EngineProcess(
-            "transformers", EngineSettings("tiny", str(tiny_model), {"model": str(tiny_model)}, tiny_model)
-        )
-        await engine.start()
-        try:
-            greedy = SamplingSettings(max_tokens=400, temperature=0, ignore_eos=True)
-            generation = engine.generate(GenerationRequest("never-iterated", "Once upon a time", greedy))
+        async with engine_process(tiny_model) as engine:
+            generation = engine.generate(GenerationRequest("never-iterated", "Once upon a time", LONG_GREEDY))
             await wait_for(lambda: engine.stats().running == 1)  # generating, though nobody iterates yet
             await generation.aclose()  # type: ignore[attr-defined]
             await wait_for(lambda: engine.stats().running == 0)
-        finally:
-            await engine.stop()
 
     async def wait_for(condition: Callable[[], bool]) -> None:
         deadline = time.monotonic() + 60
@@ -330,20 +340,13 @@ def test_the_engine_process_hears_of_a_request_when_asked_and_a_closed_one_leave
 
 def test_an_aborted_engine_process_request_ends_at_once_with_an_abort_output(tiny_model: Path) -> None:
     async def scenario() -> None:
-        engine = EngineProcess(
-            "transformers", EngineSettings("tiny", str(tiny_model), {"model": str(tiny_model)}, tiny_model)
-        )
-        await engine.start()
-        try:
-            greedy = SamplingSettings(max_tokens=400, temperature=0, ignore_eos=True)
-            generation = engine.generate(GenerationRequest("aborted", "Once upon a time", greedy))
+        async with engine_process(tiny_model) as engine:
+            generation = engine.generate(GenerationRequest("aborted", "Once upon a time", LONG_GREEDY))
             assert not (await anext(generation)).finished
             await engine.abort("aborted")
             while not (output := await asyncio.wait_for(anext(generation), 10)).finished:
                 pass  # outputs the child sent before it heard of the abort
             assert output.finish_reason == "abort"
-        finally:
-            await engine.stop()
 
     asyncio.run(scenario())
 

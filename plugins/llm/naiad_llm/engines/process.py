@@ -313,22 +313,22 @@ class _Generation:
 class _Outputs:
     """One request's outputs on their way to its generator; outputs that wait are merged into one."""
 
-    __slots__ = ("_items", "_last", "_waiter")
+    __slots__ = ("_items", "_waiter")
 
     def __init__(self) -> None:
         self._items: deque[GenerationOutput | NaiadError] = deque()
-        self._last: GenerationOutput | None = None  # the latest output put, for its token counts
         self._waiter: asyncio.Future[None] | None = None
 
     def abort(self) -> None:
-        """End the request here: an "abort" output with the token counts of the latest one."""
-        last = self._last
-        counts = (last.num_input_tokens, last.num_output_tokens) if last is not None else (0, 0)
+        """End the request here with an "abort" output, merged into an output still waiting (whose
+        token counts it keeps)."""
+        waiting = self._items[-1] if self._items else None
+        counts = (
+            (waiting.num_input_tokens, waiting.num_output_tokens) if isinstance(waiting, GenerationOutput) else (0, 0)
+        )
         self.put(GenerationOutput("", [], *counts, finished=True, finish_reason="abort"))
 
     def put(self, item: GenerationOutput | NaiadError) -> None:
-        if isinstance(item, GenerationOutput):
-            self._last = item
         items = self._items
         if items and isinstance(item, GenerationOutput) and isinstance(items[-1], GenerationOutput):
             items[-1] = merge(items[-1], item)
