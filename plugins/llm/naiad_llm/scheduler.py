@@ -4,7 +4,9 @@
 engine at once (an engine in its own process hears of it before that turn of the loop ends), and a
 coroutine sends each engine output as a response. Nothing waits for a batch
 and no thread is spent per request: the engine batches at the iteration level. A cancelled request
-(client gone, call cancelled, deadline passed) is aborted in the engine at once, which frees its slot.
+(client gone, call cancelled, deadline passed) is aborted in the engine at once, which frees its slot;
+an engine that has not ended the request's outputs :data:`ABORT_GRACE_S` later is no longer waited
+for (its outputs are closed, which ends the request in every engine).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from naiad_llm.triton_io import TritonRequest, final_response, input_tokens, par
 
 logger = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 60.0
+ABORT_GRACE_S = 2.0  # how long an aborted request's outputs may take to end before they are closed
 
 
 class LLMScheduler(Scheduler):
@@ -115,7 +118,7 @@ class LLMScheduler(Scheduler):
             if isinstance(opened, Exception):
                 raise opened
             triton = opened.triton
-            abort = _Aborter(self._engine, opened.request_ids, self._loop)
+            abort = _Aborter(self._engine, opened.request_ids, self._context.model_name, asyncio.current_task())
             request.cancellation.add_callback(abort)
             aborted = await self._generate(request, triton, opened.outputs, timer)
             request.report_compute(opened.handed_ns, time.monotonic_ns())
@@ -136,6 +139,12 @@ class LLMScheduler(Scheduler):
         except NaiadError as error:
             if not sender.closed:
                 sender.send(InferenceResponse(error=error), final=True)
+        except asyncio.CancelledError:  # aborted, and the engine kept its outputs open past the grace
+            if not sender.closed:
+                sender.send(
+                    InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED)), final=True
+                )
+            raise
         except Exception as error:
             logger.exception("model '%s': generating request %s failed", self._context.model_name, request_id)
             if not sender.closed:
@@ -144,10 +153,12 @@ class LLMScheduler(Scheduler):
         finally:
             if abort is not None:
                 request.cancellation.remove_callback(abort)
-            if not isinstance(opened, Exception):
-                await opened.outputs.aclose()  # leaves the engine's batch now, not when it is collected
-            self._metrics.load(self._engine.stats())
-            self._context.execution_ended([request], started)
+            try:
+                if not isinstance(opened, Exception):
+                    await opened.outputs.aclose()  # leaves the engine's batch now, not when it is collected
+            finally:  # reported even when the task is cancelled while closing
+                self._metrics.load(self._engine.stats())
+                self._context.execution_ended([request], started)
 
     async def _generate(
         self, request: InferenceRequest, triton: TritonRequest, outputs: ChoiceOutputs, timer: RequestTimer
@@ -182,22 +193,39 @@ class _Opened:
 
 
 class _Aborter:
-    """A cancellation callback (any thread) that aborts a request's engine requests on the server loop."""
+    """A cancellation callback (any thread) that aborts a request's engine requests on the server loop,
+    and cancels the request's task if the engine has not ended them :data:`ABORT_GRACE_S` later."""
 
-    __slots__ = ("_engine", "_loop", "_request_ids")
+    __slots__ = ("_engine", "_model_name", "_request_ids", "_task")
 
-    def __init__(self, engine: Engine, request_ids: list[str], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, engine: Engine, request_ids: list[str], model_name: str, task: asyncio.Task[None] | None
+    ) -> None:
+        assert task is not None, "a request's task aborts it"
         self._engine = engine
         self._request_ids = request_ids
-        self._loop = loop
+        self._model_name = model_name
+        self._task = task
 
     def __call__(self) -> None:
-        future: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(self._abort_all(), self._loop)
+        loop = self._task.get_loop()
+        future: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(self._abort_all(), loop)
         future.add_done_callback(self._report)
 
     async def _abort_all(self) -> None:
         for request_id in self._request_ids:
             await self._engine.abort(request_id)
+        asyncio.get_running_loop().call_later(ABORT_GRACE_S, self._stop_waiting)
+
+    def _stop_waiting(self) -> None:
+        if not self._task.done():
+            logger.warning(
+                "model '%s': the engine did not end request %s within %.0f s of aborting it; closing its outputs",
+                self._model_name,
+                self._request_ids[0],
+                ABORT_GRACE_S,
+            )
+            self._task.cancel()
 
     def _report(self, future: concurrent.futures.Future[None]) -> None:
         if not future.cancelled() and future.exception() is not None:
