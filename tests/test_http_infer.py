@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -13,8 +14,9 @@ from naiad.testing import ServerProcess
 
 
 @pytest.fixture
-def client(core_server: ServerProcess) -> httpclient.InferenceServerClient:
-    return httpclient.InferenceServerClient(core_server.http_url)
+def client(core_server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
+    with httpclient.InferenceServerClient(core_server.http_url) as client:
+        yield client
 
 
 def _add_sub_inputs(

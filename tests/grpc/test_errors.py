@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import grpc
 import numpy as np
 import pytest
@@ -13,8 +15,9 @@ from naiad.testing import ServerProcess
 
 
 @pytest.fixture
-def client(grpc_server: ServerProcess) -> grpcclient.InferenceServerClient:
-    return grpcclient.InferenceServerClient(grpc_server.grpc_url)
+def client(grpc_server: ServerProcess) -> Iterator[grpcclient.InferenceServerClient]:
+    with grpcclient.InferenceServerClient(grpc_server.grpc_url) as client:
+        yield client
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import grpc
 import numpy as np
@@ -15,8 +16,9 @@ from naiad.testing import ServerProcess
 
 
 @pytest.fixture
-def client(grpc_server: ServerProcess) -> grpcclient.InferenceServerClient:
-    return grpcclient.InferenceServerClient(grpc_server.grpc_url)
+def client(grpc_server: ServerProcess) -> Iterator[grpcclient.InferenceServerClient]:
+    with grpcclient.InferenceServerClient(grpc_server.grpc_url) as client:
+        yield client
 
 
 @pytest.fixture
