@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from naiad.backend import (
     ErrorCode,
@@ -118,14 +119,14 @@ class LLMScheduler(Scheduler):
             if isinstance(opened, Exception):
                 raise opened
             triton = opened.triton
-            abort = _Aborter(self._engine, opened.request_ids, self._context.model_name, asyncio.current_task())
+            task = asyncio.current_task()
+            assert task is not None, "a request is served by its task"
+            abort = _Aborter(self._engine, opened.request_ids, self._context.model_name, task)
             request.cancellation.add_callback(abort)
             aborted = await self._generate(request, triton, opened.outputs, timer)
             request.report_compute(opened.handed_ns, time.monotonic_ns())
             if aborted or request.is_cancelled():
-                sender.send(
-                    InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED)), final=True
-                )
+                sender.send(_cancelled(), final=True)
             elif not triton.started:
                 raise NaiadError(f"model '{self._context.model_name}': the engine ended the request without output")
             elif not triton.stream:
@@ -141,9 +142,7 @@ class LLMScheduler(Scheduler):
                 sender.send(InferenceResponse(error=error), final=True)
         except asyncio.CancelledError:  # aborted, and the engine kept its outputs open past the grace
             if not sender.closed:
-                sender.send(
-                    InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED)), final=True
-                )
+                sender.send(_cancelled(), final=True)
             raise
         except Exception as error:
             logger.exception("model '%s': generating request %s failed", self._context.model_name, request_id)
@@ -181,6 +180,11 @@ class LLMScheduler(Scheduler):
         return False
 
 
+def _cancelled() -> InferenceResponse:
+    """The final response of a request whose client cancelled it, as Triton words it."""
+    return InferenceResponse(error=NaiadError("Request was cancelled", ErrorCode.CANCELLED))
+
+
 @dataclass(frozen=True, slots=True)
 class _Opened:
     """A request handed to the engine: what it asks, its engine requests' ids, their outputs, and
@@ -198,10 +202,7 @@ class _Aborter:
 
     __slots__ = ("_engine", "_model_name", "_request_ids", "_task")
 
-    def __init__(
-        self, engine: Engine, request_ids: list[str], model_name: str, task: asyncio.Task[None] | None
-    ) -> None:
-        assert task is not None, "a request's task aborts it"
+    def __init__(self, engine: Engine, request_ids: list[str], model_name: str, task: asyncio.Task[Any]) -> None:
         self._engine = engine
         self._request_ids = request_ids
         self._model_name = model_name
