@@ -15,7 +15,16 @@ from naiad.dataplane import DataPlane, ServerState
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http.body import BodyError
 from naiad.http.disconnect import until_disconnected
-from naiad.http.generate import GenerateRequest, decode_generate, generate_events, generate_once, open_generate
+from naiad.http.generate import (
+    GenerateRequest,
+    decode_generate,
+    first_event,
+    generate_events,
+    generate_once,
+    open_generate,
+    render,
+    stream_status,
+)
 from naiad.http.observability import observability_routes
 from naiad.http.repository import repository_routes
 from naiad.http.router import HttpRouter
@@ -92,17 +101,20 @@ def build_app(
         try:
             decoded = await _decode_generate(dataplane, request)
             stream = open_generate(dataplane, decoded)
-            return JSONResponse(await until_disconnected(request.receive, generate_once(decoded, stream)))
+            status, document = await until_disconnected(request.receive, generate_once(decoded, stream))
         except NaiadError as error:
             return error_response(error)
+        return Response(render(document), status_code=status, media_type=_JSON)
 
     async def generate_stream(request: Request) -> Response:
         try:
             decoded = await _decode_generate(dataplane, request)
-            events = generate_events(decoded, open_generate(dataplane, decoded))
+            stream = open_generate(dataplane, decoded)
+            events, first = await until_disconnected(request.receive, first_event(stream))
         except NaiadError as error:
             return error_response(error)
-        return StreamingResponse(events, media_type=_EVENT_STREAM)
+        body = generate_events(decoded, events, first)
+        return StreamingResponse(body, status_code=stream_status(first), media_type=_EVENT_STREAM)
 
     model_routes = [
         ("/ready", model_ready, "GET"),

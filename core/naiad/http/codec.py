@@ -86,7 +86,7 @@ def decode_request(
     json_end = len(body) if header_length is None else header_length
     if header_length is not None and not 0 < header_length <= len(body):
         raise invalid_arg(f"inference header size should be in range (0, {len(body)}), got: {header_length}")
-    document = _load_json(body if json_end == len(body) else bytes(memoryview(body)[:json_end]))
+    document = load_json(body if json_end == len(body) else bytes(memoryview(body)[:json_end]))
     if not isinstance(document, dict):
         raise parse_error("failed to parse the request JSON buffer: the document is not a JSON object")
     request_id = document.get("id", "")
@@ -127,7 +127,8 @@ def decode_request(
     return DecodedRequest(request_id, inputs, outputs, parameters, binary_default)
 
 
-def _load_json(data: bytes | bytearray) -> Any:
+def load_json(data: bytes | bytearray) -> Any:
+    """A request body's JSON document; a body that is not JSON is Triton's 500."""
     try:
         return nesting.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
@@ -279,7 +280,7 @@ def _from_json(
             f"receiving {datatype.wire} data via JSON is not supported. Please use the binary data format "
             f"for input {name}"
         )
-    flat = _flatten(data)
+    flat = flatten(data)
     if len(flat) != count:
         raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
     if datatype.wire == "BYTES":
@@ -292,17 +293,41 @@ def _from_json(
         array = np.empty(count, dtype=np.object_)
         array[:] = encoded
         return array.reshape(shape)
+    return json_numbers(flat, datatype).reshape(shape)
+
+
+_SIGNED_RANGE = range(-(2**63), 2**63)
+_UNSIGNED_RANGE = range(2**64)
+
+
+def json_numbers(flat: list[Any], datatype: datatypes.DataType) -> npt.NDArray[Any]:
+    """JSON values as a flat array of a non-BYTES ``datatype``, read as Triton reads them: BOOL wants
+    booleans, integer types want integers (64-bit, then cast to the width, wrapping as C does), float
+    types want numbers (cast to the width: an FP32 beyond its range is infinite)."""
     kind = datatype.numpy.kind
-    for item in flat:
-        if not _json_value_fits(item, kind):
-            raise parse_error(f"Unable to parse 'data': attempt to access JSON {_json_kind(item)} as {datatype.wire}")
+    if kind == "b":
+        if not all(isinstance(item, bool) for item in flat):
+            raise parse_error("Unable to parse 'data': attempt to access JSON non-boolean as boolean")
+        return np.array(flat, dtype=np.bool_)
+    if kind == "i":
+        if not all(type(item) is int and item in _SIGNED_RANGE for item in flat):
+            raise parse_error("Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer")
+        return np.array(flat, dtype=np.int64).astype(datatype.numpy)
+    if kind == "u":
+        if not all(type(item) is int and item in _UNSIGNED_RANGE for item in flat):
+            raise parse_error("Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer")
+        return np.array(flat, dtype=np.uint64).astype(datatype.numpy)
+    if not all(type(item) is float or type(item) is int for item in flat):
+        raise parse_error("Unable to parse 'data': attempt to access JSON non-number as double")
     try:
-        return np.array(flat, dtype=datatype.numpy).reshape(shape)
-    except OverflowError:
-        raise invalid_arg(f"value out of range for {datatype.wire} in input {name}") from None
+        values = np.array(flat, dtype=np.float64)
+    except OverflowError:  # an integer beyond any double
+        raise parse_error("Unable to parse 'data': attempt to access JSON non-number as double") from None
+    with np.errstate(over="ignore"):
+        return values.astype(datatype.numpy)
 
 
-def _flatten(data: Any) -> list[Any]:
+def flatten(data: Any) -> list[Any]:
     """The leaves of nested JSON arrays, in order; nesting deeper than Triton allows is refused."""
     if not isinstance(data, list):
         return [data]
@@ -321,24 +346,6 @@ def _flatten(data: Any) -> list[Any]:
         else:
             stack.pop()
     return flat
-
-
-def _json_value_fits(item: Any, kind: str) -> bool:
-    if kind == "b":
-        return isinstance(item, bool)
-    if isinstance(item, bool):
-        return False
-    if kind in "iu":
-        return isinstance(item, int)
-    return isinstance(item, int | float)
-
-
-def _json_kind(item: Any) -> str:
-    if isinstance(item, bool):
-        return "boolean"
-    if isinstance(item, int | float):
-        return "non-integer number" if isinstance(item, float) else "number"
-    return "non-number"
 
 
 def _decode_raw(body: bytes | bytearray, model_name: str, signature: ModelSignature) -> DecodedRequest:

@@ -6,23 +6,24 @@ server-sent event. Any model may be used, decoupled or not.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from naiad import datatypes
 from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import NaiadError, invalid_arg
-from naiad.http import nesting
-from naiad.http.codec import parse_error
-from naiad.inference import InferenceResponse, ParameterValue
+from naiad.http.codec import flatten, json_numbers, load_json, parse_error
+from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent
 from naiad.models import InputSpec, ServingModel
 from naiad.tensor import Tensor
 
+EventStream = AsyncGenerator[ResponseEvent, None]
 ONE_RESPONSE_EXPECTED = (
     "generate expects model to produce exactly 1 response, use generate stream for model that "
     "generates various number of responses"
@@ -40,33 +41,55 @@ class GenerateRequest:
 
 
 def decode_generate(model: ServingModel, body: bytes) -> GenerateRequest:
-    """Map a generate body onto the model's inputs and request parameters."""
-    try:
-        document = nesting.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise parse_error(f"failed to parse the request JSON buffer: {error}") from None
+    """Map a generate body onto the model's inputs and request parameters, as Triton 2.51 does: keys
+    naming an input are inputs, others are parameters; the keys of a ``parameters`` object are read
+    the same way, after the top-level ones."""
+    document = load_json(body)
     if not isinstance(document, dict):
-        raise parse_error("failed to parse the request JSON buffer: the document is not a JSON object")
+        raise parse_error("attempt to get members for non-object")
+    request_id = document.get("id", "")
+    if not isinstance(request_id, str):
+        raise parse_error("Unable to parse 'id': attempt to access JSON non-string as string")
+    nested = document.pop("parameters", {})
+    if not isinstance(nested, dict):
+        raise parse_error("Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object")
     specs = model.signature.inputs
     batching = model.signature.max_batch_size > 0
-    inputs: list[Tensor] = []
+    inputs: dict[str, Tensor] = {}
     parameters: dict[str, ParameterValue] = {}
-    nested = document.pop("parameters", None) or {}
-    if not isinstance(nested, dict):
-        raise parse_error("Unable to parse 'parameters': attempt to access JSON non-object as object")
-    for key, value in [*document.items(), *nested.items()]:
-        spec = specs.get(key)
-        if spec is not None:
-            inputs.append(_to_tensor(spec, value, batching))
-        elif isinstance(value, str | int | float | bool):
-            parameters[key] = value
-        else:
-            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
-    request_id = document.get("id", "")
-    return GenerateRequest(model, inputs, parameters, request_id if isinstance(request_id, str) else "")
+    for key, value in document.items():
+        _convert(key, value, specs, batching, inputs, parameters)
+    for key, value in nested.items():
+        if key in inputs:
+            raise invalid_arg(
+                f"Converting keyword: 'parameters': [request id: {request_id or '<id_unknown>'}] input '{key}' "
+                "already exists in request"
+            )
+        _convert(key, value, specs, batching, inputs, parameters)
+    return GenerateRequest(model, list(inputs.values()), parameters, request_id)
+
+
+def _convert(
+    key: str,
+    value: Any,
+    specs: Mapping[str, InputSpec],
+    batching: bool,
+    inputs: dict[str, Tensor],
+    parameters: dict[str, ParameterValue],
+) -> None:
+    """One key of a generate body: an input when it names one, else a parameter."""
+    spec = specs.get(key)
+    if spec is not None:
+        inputs[key] = _to_tensor(spec, value, batching)
+    elif isinstance(value, str | int | float | bool):
+        parameters[key] = value
+    else:
+        raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
 
 
 def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
+    """An input from a JSON value. Its shape is the config's, with the last variable dimension the
+    length of the value (1 for a scalar); nested arrays inside it are its data, flattened."""
     values = value if isinstance(value, list) else [value]
     shape = ([-1] if batching else []) + list(spec.dims)
     variable = [index for index, dim in enumerate(shape) if dim == -1]
@@ -75,20 +98,24 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
     if variable:
         known = math.prod(dim for dim in shape if dim != -1)
         shape[variable[-1]] = len(values) // known if known and len(values) % known == 0 else -1
-    if any(isinstance(item, list) for item in values) or math.prod(shape) != len(values):
+    if math.prod(shape) != len(values):
         raise invalid_arg(f"The schema can not convert input '{spec.name}' to tensor with proper shape")
+    flat = flatten(values)
+    if len(flat) != len(values):
+        raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
     datatype = spec.datatype
     if datatype.wire == "BYTES":
-        if not all(isinstance(item, str) for item in values):
+        if not all(isinstance(item, str) for item in flat):
             raise parse_error("Unable to parse JSON bytes array: attempt to access JSON non-string as string")
-        array = np.empty(len(values), dtype=np.object_)
-        array[:] = [item.encode() for item in values]
+        array = np.empty(len(flat), dtype=np.object_)
+        array[:] = [item.encode() for item in flat]
         return Tensor(spec.name, "BYTES", array.reshape(shape))
-    try:
-        array = np.array(values, dtype=datatype.numpy)
-    except (TypeError, ValueError, OverflowError):
-        raise parse_error(f"Unable to parse input '{spec.name}': values do not fit {datatype.wire}") from None
-    return Tensor(spec.name, datatype.wire, array.reshape(shape))
+    if datatype.wire in ("FP16", "BF16"):
+        raise invalid_arg(
+            f"receiving {datatype.wire} data via JSON is not supported. Please use the binary data format "
+            f"for input {spec.name}"
+        )
+    return Tensor(spec.name, datatype.wire, json_numbers(flat, datatype).reshape(shape))
 
 
 def response_document(model: ServingModel, request_id: str, response: InferenceResponse) -> dict[str, Any]:
@@ -116,33 +143,76 @@ def open_generate(dataplane: DataPlane, request: GenerateRequest) -> ResponseStr
     return dataplane.open_stream(request.model, request.inputs, request_id=request.id, parameters=request.parameters)
 
 
-async def generate_once(request: GenerateRequest, stream: ResponseStream) -> dict[str, Any]:
-    """Collect a generate request's responses; exactly one is expected."""
-    responses: list[InferenceResponse] = []
+async def generate_once(request: GenerateRequest, stream: ResponseStream) -> tuple[int, dict[str, Any]]:
+    """Collect a generate request's responses; exactly one is expected. The status and body as
+    Triton answers them: 400 when the first response is an error, the error of a lone failed
+    response, and :data:`ONE_RESPONSE_EXPECTED` for any other count of responses, failed ones too."""
+    first: InferenceResponse | None = None
+    count = 0
     async for event in stream.events():
         if event.response is not None:
-            if event.response.error is not None:
-                raise event.response.error
-            responses.append(event.response)
-    if len(responses) != 1:
-        return {"error": ONE_RESPONSE_EXPECTED}
-    return response_document(request.model, request.id, responses[0])
+            first = first or event.response
+            count += 1
+    status = 400 if first is not None and first.error is not None else 200
+    if count != 1 or first is None:
+        return status, {"error": ONE_RESPONSE_EXPECTED}
+    if first.error is not None:
+        return status, {"error": first.error.message}
+    return status, response_document(request.model, request.id, first)
 
 
-async def generate_events(request: GenerateRequest, stream: ResponseStream) -> AsyncIterator[bytes]:
-    """Server-sent events, one per response; an error ends the stream with an error event."""
+async def first_event(stream: ResponseStream) -> tuple[EventStream, ResponseEvent | NaiadError | None]:
+    """A stream's events and its first one that carries a response (an error that ended it instead,
+    or None if it ended without a response); iterating the events goes on after that one."""
+    events = cast(EventStream, stream.events())
     try:
-        async for event in stream.events():
-            response = event.response
-            if response is None:
-                continue
-            if response.error is not None:
-                yield _event({"error": response.error.message})
-                return
-            yield _event(response_document(request.model, request.id, response))
+        async for event in events:
+            if event.response is not None:
+                return events, event
     except NaiadError as error:
-        yield _event({"error": error.message})
+        return events, error
+    return events, None
+
+
+def stream_status(first: ResponseEvent | NaiadError | None) -> int:
+    """A ``generate_stream`` answer's status, set by its first response as Triton sets it: 400 when
+    that response is an error."""
+    if isinstance(first, NaiadError):
+        return 400
+    return 400 if first is not None and first.response is not None and first.response.error is not None else 200
+
+
+async def generate_events(
+    request: GenerateRequest, events: EventStream, first: ResponseEvent | NaiadError | None
+) -> AsyncIterator[bytes]:
+    """Server-sent events, one per response, from ``first`` on; a failed response is an error event
+    and the stream goes on until the model's final flag, as in Triton."""
+    async with contextlib.aclosing(events):
+        if isinstance(first, NaiadError):
+            yield _event({"error": first.message})
+        elif first is not None:
+            try:
+                yield _response_event(request, first)
+                if not first.final:
+                    async for event in events:
+                        if event.response is not None:
+                            yield _response_event(request, event)
+            except NaiadError as error:
+                yield _event({"error": error.message})
+
+
+def _response_event(request: GenerateRequest, event: ResponseEvent) -> bytes:
+    response = event.response
+    assert response is not None, "only events with a response become server-sent events"
+    if response.error is not None:
+        return _event({"error": response.error.message})
+    return _event(response_document(request.model, request.id, response))
+
+
+def render(document: dict[str, Any]) -> bytes:
+    """A generate body as Triton writes it: compact, UTF-8, non-finite floats as ``Infinity``/``NaN``."""
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _event(document: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(document, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + render(document) + b"\n\n"

@@ -1,0 +1,272 @@
+"""JSON tensor data and the generate extension's answers, as Triton 2.51 gives them.
+
+Every expected status and body here is what a real Triton 2.51 answered to the same request on the
+same models: JSON values read by type (booleans for BOOL, 64-bit integers cast to the width for the
+integer types, numbers for the float types), and the generate extension's statuses and events when a
+model answers with errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+
+TYPES = {"I8": "INT8", "I32": "INT32", "I64": "INT64", "U16": "UINT16", "U64": "UINT64", "F": "FP32", "B": "BOOL"}
+GOOD: dict[str, Any] = {"I8": 1, "I32": 1, "I64": 1, "U16": 1, "U64": 1, "F": 1.5, "B": True}
+
+ECHO_TYPES = f"""
+import triton_python_backend_utils as pb_utils
+
+NAMES = {list(TYPES)!r}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor(n + "_OUT", pb_utils.get_input_tensor_by_name(r, n).as_numpy()) for n in NAMES]
+            )
+            for r in requests
+        ]
+"""
+
+ECHO_TYPES_CONFIG = (
+    'backend: "python"\ninput [ '
+    + ", ".join(f'{{ name: "{name}" data_type: TYPE_{kind} dims: [ 1 ] }}' for name, kind in TYPES.items())
+    + " ]\noutput [ "
+    + ", ".join(f'{{ name: "{name}_OUT" data_type: TYPE_{kind} dims: [ 1 ] }}' for name, kind in TYPES.items())
+    + " ]\n"
+)
+
+DECOUPLED = """
+backend: "python"
+model_transaction_policy { decoupled: true }
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+"""
+
+SENDER = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+def ok(value):
+    return pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([value], dtype=np.int32))])
+
+
+def failed(message):
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+{sends}
+        return None
+"""
+
+# Each decoupled model's sends, one per line of its execute loop.
+SENDS = {
+    "ok_failed_ok": [
+        "sender.send(ok(1))",
+        'sender.send(failed("midstream failure"))',
+        "sender.send(ok(3), flags=FINAL)",
+    ],
+    "failed_ok": ['sender.send(failed("first failed"))', "sender.send(ok(2), flags=FINAL)"],
+    "failed_only": ['sender.send(failed("only failed"), flags=FINAL)'],
+    "failed_then_flag": ['sender.send(failed("failed then flag"))', "sender.send(flags=FINAL)"],
+    "ok_then_failed": ["sender.send(ok(1))", 'sender.send(failed("last failed"), flags=FINAL)'],
+}
+
+ONE_RESPONSE = (
+    "generate expects model to produce exactly 1 response, use generate stream for model that generates "
+    "various number of responses"
+)
+SIGNED = "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"
+UNSIGNED = "Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer"
+NUMBER = "Unable to parse 'data': attempt to access JSON non-number as double"
+BOOLEAN = "Unable to parse 'data': attempt to access JSON non-boolean as boolean"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("json_values") / "models")
+    repository.add_python_model("echo_types", ECHO_TYPES, ECHO_TYPES_CONFIG)
+    for name, sends in SENDS.items():
+        body = "\n".join(" " * 12 + send for send in sends)
+        repository.add_python_model(name, SENDER.replace("{sends}", body), DECOUPLED)
+    examples = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
+    repository.add_model(
+        "add_sub",
+        (examples / "add_sub" / "config.pbtxt").read_text(),
+        {"1/model.py": (examples / "add_sub" / "1" / "model.py").read_text()},
+    )
+    running = start_server([repository.root])
+    yield running
+    running.stop()
+
+
+def _post(server: ServerProcess, path: str, body: Any) -> httpx.Response:
+    return httpx.post(f"http://{server.http_url}/v2/models/{path}", content=json.dumps(body), timeout=30)
+
+
+def _infer_body(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "inputs": [
+            {"name": name, "shape": [1], "datatype": TYPES[name], "data": [value]} for name, value in values.items()
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        ("I64", 2**63, SIGNED),
+        ("I64", 100.0, SIGNED),
+        ("I32", "1", SIGNED),
+        ("I32", None, SIGNED),
+        ("I32", {}, SIGNED),
+        ("I32", True, SIGNED),
+        ("U64", -1, UNSIGNED),
+        ("U64", 2**64, UNSIGNED),
+        ("U16", 1.0, UNSIGNED),
+        ("F", None, NUMBER),
+        ("F", "1.5", NUMBER),
+        ("F", True, NUMBER),
+        ("B", "true", BOOLEAN),
+        ("B", 0, BOOLEAN),
+    ],
+)
+def test_a_json_value_of_the_wrong_kind_is_refused_on_infer_and_generate(
+    server: ServerProcess, name: str, value: Any, error: str
+) -> None:
+    values = {**GOOD, name: value}
+    for response in (
+        _post(server, "echo_types/infer", _infer_body(values)),
+        _post(server, "echo_types/generate", {key: [item] for key, item in values.items()}),
+    ):
+        assert (response.status_code, response.json()) == (500, {"error": error})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("I8", 200, -56),
+        ("I8", -200, 56),
+        ("I32", 2**40, 0),
+        ("U16", 70000, 4464),
+        ("I64", -(2**63), -(2**63)),
+        ("U64", 2**64 - 1, 2**64 - 1),
+        ("F", 3, 3.0),
+    ],
+)
+def test_an_integer_is_cast_to_the_width_of_its_type(
+    server: ServerProcess, name: str, value: int, expected: float
+) -> None:
+    values = {**GOOD, name: value}
+    inferred = _post(server, "echo_types/infer", _infer_body(values)).json()
+    outputs = {output["name"]: output["data"][0] for output in inferred["outputs"]}
+    assert outputs[f"{name}_OUT"] == expected
+    generated = _post(server, "echo_types/generate", {key: [item] for key, item in values.items()}).json()
+    assert generated[f"{name}_OUT"] == expected
+
+
+def test_an_fp32_beyond_its_range_is_infinite_as_in_triton(server: ServerProcess) -> None:
+    response = _post(server, "echo_types/generate", {**GOOD, "F": 1e40})
+    assert response.status_code == 200
+    assert '"F_OUT":Infinity' in response.text
+
+
+def test_generate_reads_nested_arrays_as_the_data_of_an_input(server: ServerProcess) -> None:
+    response = _post(server, "add_sub/generate", {"INPUT0": [[1], [3], [5], [6]], "INPUT1": [1, 1, 1, 1]})
+    assert response.json()["OUTPUT0"] == [2.0, 4.0, 6.0, 7.0]
+    response = _post(server, "add_sub/generate", {"INPUT0": [[1, 2], [3, 4], [5], [6]], "INPUT1": [1, 1, 1, 1]})
+    assert (response.status_code, response.json()) == (
+        500,
+        {"error": "Unable to parse 'data': Shape does not match true shape of 'data' field"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "error"),
+    [
+        ([], 500, "attempt to get members for non-object"),
+        ({"id": 5}, 500, "Unable to parse 'id': attempt to access JSON non-string as string"),
+        ({"id": None}, 500, "Unable to parse 'id': attempt to access JSON non-string as string"),
+        (
+            {"parameters": None},
+            500,
+            "Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object",
+        ),
+        (
+            {"id": "abc", "parameters": {"INPUT1": [1, 1, 1, 1]}},
+            400,
+            "Converting keyword: 'parameters': [request id: abc] input 'INPUT1' already exists in request",
+        ),
+        (
+            {"parameters": {"INPUT0": [9, 9, 9, 9]}},
+            400,
+            "Converting keyword: 'parameters': [request id: <id_unknown>] input 'INPUT0' already exists in request",
+        ),
+    ],
+)
+def test_generate_body_errors(server: ServerProcess, body: Any, status: int, error: str) -> None:
+    if isinstance(body, dict):
+        body = {"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1], **body}
+    response = _post(server, "add_sub/generate", body)
+    assert (response.status_code, response.json()) == (status, {"error": error})
+
+
+def test_generate_takes_an_input_from_the_parameters_object(server: ServerProcess) -> None:
+    response = _post(server, "add_sub/generate", {"INPUT0": [1, 2, 3, 4], "parameters": {"INPUT1": [1, 1, 1, 1]}})
+    assert response.json()["OUTPUT0"] == [2.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize(
+    ("model", "status", "body"),
+    [
+        ("ok_failed_ok", 200, {"error": ONE_RESPONSE}),
+        ("failed_ok", 400, {"error": ONE_RESPONSE}),
+        ("failed_only", 400, {"error": "only failed"}),
+        ("failed_then_flag", 400, {"error": "failed then flag"}),
+        ("ok_then_failed", 200, {"error": ONE_RESPONSE}),
+    ],
+)
+def test_generate_counts_failed_responses_and_answers_400_when_the_first_failed(
+    server: ServerProcess, model: str, status: int, body: dict[str, str]
+) -> None:
+    response = _post(server, f"{model}/generate", {"IN": [1]})
+    assert (response.status_code, response.json()) == (status, body)
+
+
+def _ok(model: str, value: int) -> str:
+    return json.dumps({"OUT": value, "model_name": model, "model_version": "1"}, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    ("model", "status", "events"),
+    [
+        ("ok_failed_ok", 200, [_ok("ok_failed_ok", 1), '{"error":"midstream failure"}', _ok("ok_failed_ok", 3)]),
+        ("failed_ok", 400, ['{"error":"first failed"}', _ok("failed_ok", 2)]),
+        ("failed_only", 400, ['{"error":"only failed"}']),
+        ("failed_then_flag", 400, ['{"error":"failed then flag"}']),
+        ("ok_then_failed", 200, [_ok("ok_then_failed", 1), '{"error":"last failed"}']),
+    ],
+)
+def test_generate_stream_goes_on_after_a_failed_response(
+    server: ServerProcess, model: str, status: int, events: list[str]
+) -> None:
+    response = _post(server, f"{model}/generate_stream", {"IN": [1]})
+    assert response.status_code == status
+    assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert response.text == "".join(f"data: {event}\n\n" for event in events)
