@@ -270,3 +270,52 @@ def test_generate_stream_goes_on_after_a_failed_response(
     assert response.status_code == status
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
     assert response.text == "".join(f"data: {event}\n\n" for event in events)
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b"   ", "The document is empty. at 3"),
+        (b"\x00\x01\x02garbage", "The document is empty. at 0"),
+        (b"not json", "Invalid value. at 1"),
+        (b"xyz", "Invalid value. at 0"),
+        (b"falsy", "Invalid value. at 4"),
+        (b"-", "Invalid value. at 1"),
+        (b"[1,]", "Invalid value. at 3"),
+        (b'{"a": +1}', "Invalid value. at 6"),
+        (b"1.", "Miss fraction part in number. at 2"),
+        (b'{"a": 1.5e}', "Miss exponent in number. at 10"),
+        (b"01", "The document root must not be followed by other values. at 1"),
+        (b"{}{}", "The document root must not be followed by other values. at 2"),
+        (b"{'a': 1}", "Missing a name for object member. at 1"),
+        (b'{"a":1,}', "Missing a name for object member. at 7"),
+        (b'{"a" 1}', "Missing a colon after a name of object member. at 5"),
+        (b'{"a": 1 "b": 2}', "Missing a comma or '}' after an object member. at 8"),
+        (b'{"a": [1, 2}', "Missing a comma or ']' after an array element. at 11"),
+        (b'{"a": "abc', "Missing a closing quotation mark in string. at 10"),
+        (b'"\\x"', "Invalid escape character in string. at 1"),
+        (b'{"a": "x\x01y"}', "Invalid escape character in string. at 8"),
+        (b'{"a": "\\u12G4"}', "Incorrect hex digit after \\u escape in string. at 7"),
+    ],
+)
+def test_a_body_that_is_not_json_is_worded_as_triton_words_it(server: ServerProcess, body: bytes, error: str) -> None:
+    for endpoint in ("infer", "generate"):
+        response = httpx.post(f"http://{server.http_url}/v2/models/add_sub/{endpoint}", content=body, timeout=30)
+        assert (response.status_code, response.json()) == (
+            500,
+            {"error": f"failed to parse the request JSON buffer: {error}"},
+        )
+
+
+@pytest.mark.parametrize("body", [b'{"a": "\xff"}', b'{"a": NaN}', b'{"a": -Infinity}', b"\xef\xbb\xbf{}"])
+def test_what_tritons_parser_takes_is_json(server: ServerProcess, body: bytes) -> None:
+    response = httpx.post(f"http://{server.http_url}/v2/models/add_sub/infer", content=body, timeout=30)
+    assert response.json() == {
+        "error": "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"
+    }
+
+
+def test_an_empty_infer_body_is_raw_data(server: ServerProcess) -> None:
+    response = httpx.post(f"http://{server.http_url}/v2/models/add_sub/infer", content=b"", timeout=30)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("[request id: <id_unknown>] Raw request must only have 1 input")

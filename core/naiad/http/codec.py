@@ -18,6 +18,7 @@ import numpy.typing as npt
 from naiad import datatypes
 from naiad.errors import ErrorCode, NaiadError, invalid_arg
 from naiad.http import nesting
+from naiad.http.json_errors import not_json
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.models import ModelSignature
 from naiad.shared_memory import (
@@ -81,14 +82,14 @@ def decode_request(
     ``bytearray``, so that tensors stay writable, as Triton's python backend hands them out). Inputs
     and outputs in shared memory are resolved in ``shared_memory`` (refused without one).
     """
-    if header_length == 0:
+    if header_length == 0 or (header_length is None and not body):  # Triton reads no body as raw data
         return _decode_raw(body, model_name, signature)
     json_end = len(body) if header_length is None else header_length
     if header_length is not None and not 0 < header_length <= len(body):
         raise invalid_arg(f"inference header size should be in range (0, {len(body)}), got: {header_length}")
     document = load_json(body if json_end == len(body) else bytes(memoryview(body)[:json_end]))
     if not isinstance(document, dict):
-        raise parse_error("failed to parse the request JSON buffer: the document is not a JSON object")
+        raise parse_error("Unable to parse 'inputs': attempt to access non-existing object member 'inputs'")
     request_id = document.get("id", "")
     if not isinstance(request_id, str):
         raise parse_error("Unable to parse 'id': attempt to access JSON non-string as string")
@@ -128,11 +129,16 @@ def decode_request(
 
 
 def load_json(data: bytes | bytearray) -> Any:
-    """A request body's JSON document; a body that is not JSON is Triton's 500."""
+    """A request body's JSON document; a body that is not JSON is Triton's 500. Bytes that are not
+    UTF-8 pass through strings as Triton's parser lets them (kept as surrogate escapes, which
+    BYTES data turns back into the same bytes)."""
     try:
-        return nesting.loads(data)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise parse_error(f"failed to parse the request JSON buffer: {error}") from None
+        try:
+            return nesting.loads(data)
+        except UnicodeDecodeError:
+            return nesting.loads(bytes(data).decode("utf-8", "surrogateescape"))
+    except ValueError as error:
+        raise parse_error(not_json(data, error)) from None
 
 
 def _parameters(raw: Any) -> dict[str, ParameterValue]:
@@ -286,7 +292,7 @@ def _from_json(
     if datatype.wire == "BYTES":
         if not all(isinstance(item, str) for item in flat):
             raise parse_error("Unable to parse 'data': attempt to access JSON non-string as string")
-        encoded = [item.encode("utf-8") for item in flat]
+        encoded = [item.encode("utf-8", "surrogateescape") for item in flat]
         byte_size = sum(map(len, encoded)) + 4 * count
         if byte_size > max_input_size:
             raise invalid_arg(_json_too_large(name, byte_size, max_input_size))

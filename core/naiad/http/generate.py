@@ -108,7 +108,7 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
         if not all(isinstance(item, str) for item in flat):
             raise parse_error("Unable to parse JSON bytes array: attempt to access JSON non-string as string")
         array = np.empty(len(flat), dtype=np.object_)
-        array[:] = [item.encode() for item in flat]
+        array[:] = [item.encode("utf-8", "surrogateescape") for item in flat]
         return Tensor(spec.name, "BYTES", array.reshape(shape))
     if datatype.wire in ("FP16", "BF16"):
         raise invalid_arg(
@@ -211,7 +211,7 @@ def _response_event(request: GenerateRequest, event: ResponseEvent) -> bytes:
 
 def render(document: dict[str, Any]) -> bytes:
     """A generate body as Triton writes it: compact, UTF-8, non-finite floats as ``Infinity``/``NaN``."""
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogateescape")
 
 
 def _event(document: dict[str, Any]) -> bytes:

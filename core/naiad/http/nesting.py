@@ -16,7 +16,7 @@ def too_deep() -> NaiadError:
     return invalid_arg(f"JSON nesting depth exceeds maximum allowed limit ({MAX_NESTING_DEPTH})")
 
 
-def loads(data: bytes | bytearray) -> Any:
+def loads(data: bytes | bytearray | str) -> Any:
     """``json.loads``; a document nested deeper than the parser can go is Triton's nesting error (400).
 
     Parse errors (``ValueError``) are the caller's to word.

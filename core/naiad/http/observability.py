@@ -9,6 +9,7 @@ from starlette.routing import Route
 from naiad.dataplane import DataPlane
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http import nesting
+from naiad.http.json_errors import not_json
 from naiad.http.status import error_response
 
 
@@ -46,7 +47,7 @@ def _json_object(body: bytes) -> dict[str, object]:
     try:
         parsed = nesting.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
-        raise invalid_arg(f"failed to parse the request JSON buffer: {error}") from None
+        raise invalid_arg(not_json(body, error)) from None
     if not isinstance(parsed, dict):
         raise invalid_arg("the request body must be a JSON object of log settings")
     return parsed

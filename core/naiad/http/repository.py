@@ -13,6 +13,7 @@ from starlette.routing import Route
 from naiad.dataplane import DataPlane
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http import nesting
+from naiad.http.json_errors import not_json
 from naiad.http.status import error_response
 from naiad.overrides import FILE_PREFIX
 
@@ -25,7 +26,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
     try:
         document = nesting.loads(body)
     except ValueError as error:
-        raise NaiadError(f"failed to parse the request JSON buffer: {error}") from None
+        raise NaiadError(not_json(body, error)) from None
     if not isinstance(document, dict):
         raise NaiadError("failed to parse the request JSON buffer: the document is not a JSON object")
     return document

@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http import nesting
+from naiad.http.json_errors import not_json
 from naiad.http.status import error_response
 from naiad.shared_memory import CUDA, SYSTEM, SharedMemoryRegistry
 
@@ -96,7 +97,7 @@ def _json_object(body: bytes) -> dict[str, Any]:
     try:
         parsed = nesting.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
-        raise NaiadError(f"failed to parse the request JSON buffer: {error}") from None
+        raise NaiadError(not_json(body, error)) from None
     if not isinstance(parsed, dict):
         raise invalid_arg("a shared memory register request must be a JSON object")
     return parsed
