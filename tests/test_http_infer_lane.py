@@ -93,19 +93,20 @@ def test_a_compressed_answer_is_alike(server: ServerProcess) -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "body"),
-    [
-        ("/v2/models/no_such_model/infer", json.dumps(ADD_SUB).encode()),
-        ("/v2/models/add_sub/versions/7/infer", json.dumps(ADD_SUB).encode()),
-        ("/v2/models/add_sub/infer", b'{"inputs": ['),
-        ("/v2/models/add_sub/infer", b""),
-        ("/v2/models/add_sub/infer", json.dumps({"inputs": ADD_SUB["inputs"][:1]}).encode()),
-        ("/v2/models/raises_in_execute/infer", json.dumps({"inputs": [ADD_SUB["inputs"][0]]}).encode()),
+    ("path", "body", "content_type"),
+    [  # Triton answers an unknown model and a model's own failure as text/plain, the rest as JSON
+        ("/v2/models/no_such_model/infer", json.dumps(ADD_SUB).encode(), "text/plain"),
+        ("/v2/models/add_sub/versions/7/infer", json.dumps(ADD_SUB).encode(), "text/plain"),
+        ("/v2/models/add_sub/infer", b'{"inputs": [', "application/json"),
+        ("/v2/models/add_sub/infer", b"", "application/json"),
+        ("/v2/models/add_sub/infer", json.dumps({"inputs": ADD_SUB["inputs"][:1]}).encode(), "application/json"),
+        ("/v2/models/raises_in_execute/infer", json.dumps({"inputs": [ADD_SUB["inputs"][0]]}).encode(), "text/plain"),
     ],
 )
-def test_errors_are_answered_alike(server: ServerProcess, path: str, body: bytes) -> None:
+def test_errors_are_answered_alike(server: ServerProcess, path: str, body: bytes, content_type: str) -> None:
     response = _both_ways(server, path, body)
     assert response.status >= 400
+    assert response.headers["content-type"] == content_type
     assert set(response.json()) == {"error"}
 
 

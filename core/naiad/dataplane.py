@@ -193,23 +193,36 @@ class DataPlane:
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
     ) -> InferenceResponse:
-        """Run a request of a non-decoupled model and return its single response.
+        """Run a request of a non-decoupled model and return its single response (its error raised).
 
         Cancelling the awaiting task cancels the request.
         """
+        event = await self.infer_event(model, inputs, outputs=outputs, request_id=request_id, parameters=parameters)
+        return single_response(event, model.name)
+
+    async def infer_event(
+        self,
+        model: ServingModel,
+        inputs: Sequence[Tensor],
+        *,
+        outputs: Sequence[RequestedOutput | str] = (),
+        request_id: str = "",
+        parameters: Mapping[str, ParameterValue] | None = None,
+    ) -> ResponseEvent:
+        """:meth:`infer`, returning the model's answer as it came (a frontend that words the model's
+        errors apart from its own raises them with :func:`~naiad.sinks.single_response`)."""
         sink = LoopSink(self.inbox)
         request = self.service.submit(
             model, inputs, sink, outputs=outputs, request_id=request_id, parameters=parameters
         )
         self.enter()
         try:
-            event = await sink.next_event()
+            return await sink.next_event()
         except asyncio.CancelledError:
             request.cancel()
             raise
         finally:
             self.leave()
-        return single_response(event, model.name)
 
     def open_stream(
         self,

@@ -15,6 +15,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
+TEXT_HEADERS = [(b"content-type", b"text/plain")]
+"""Triton's infer answers an unknown model, a decoupled one, and a model's failed response with this
+content type, though the body is its JSON error document."""
 CLOSE = (b"connection", b"close")
 
 

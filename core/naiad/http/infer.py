@@ -17,7 +17,7 @@ from collections.abc import Callable
 from naiad.dataplane import DataPlane, ServerState
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http import codec
-from naiad.http.asgi import CLOSE, JSON_HEADERS, Receive, Scope, Send, respond
+from naiad.http.asgi import CLOSE, JSON_HEADERS, TEXT_HEADERS, Receive, Scope, Send, respond
 from naiad.http.body import BodyError, BodyState, BodyWatch, decompress, raw_too_large, read_body, too_large
 from naiad.http.direct import DirectChannel, channel_of
 from naiad.http.disconnect import until_disconnected
@@ -26,6 +26,7 @@ from naiad.inference import InferenceResponse
 from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
 from naiad.models import ServingModel
+from naiad.sinks import single_response
 
 logger = logging.getLogger(__name__)
 
@@ -92,15 +93,22 @@ async def infer(
     """Run one infer request; returns status, headers and the body's parts."""
     body = await read_body(receive, state, limits.max_input_size, watch, _refusal(headers))
     body = await decompress(body, headers.get("content-encoding"), limits.max_input_size)
-    model = dataplane.service.resolve(name, version, refuse_decoupled=DECOUPLED_ON_HTTP)
+    try:
+        model = dataplane.service.resolve(name, version, refuse_decoupled=DECOUPLED_ON_HTTP)
+    except NaiadError as error:
+        return http_status(error.code), TEXT_HEADERS, [error_body(error.message)]
     length = header_length(headers.get("inference-header-content-length"))
     decoded = codec.decode_request(body, length, name, model.signature, limits.max_input_size, dataplane.shared_memory)
     del body  # the tensors hold views of it
-    inference = dataplane.infer(
+    inference = dataplane.infer_event(
         model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
     )
-    response = await until_disconnected(receive, inference, channel)
+    event = await until_disconnected(receive, inference, channel)
     decoded.inputs = []  # the request's data is no longer needed while the response is encoded and sent
+    try:
+        response = single_response(event, model.name)
+    except NaiadError as error:  # the model's own failure
+        return http_status(error.code), TEXT_HEADERS, [error_body(error.message)]
     return 200, *encoded_answer(response, model, decoded, headers.get("accept-encoding", ""))
 
 

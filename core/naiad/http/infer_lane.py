@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from naiad.dataplane import DataPlane, ServerState
 from naiad.errors import NaiadError
 from naiad.http import codec
-from naiad.http.asgi import CLOSE, JSON_HEADERS
+from naiad.http.asgi import CLOSE, JSON_HEADERS, TEXT_HEADERS
 from naiad.http.direct import response_bytes
 from naiad.http.infer import DECOUPLED_ON_HTTP, encoded_answer, error_body, header_length
 from naiad.http.status import http_status
@@ -166,6 +166,10 @@ class FastInfer:
             self._serving = model = dataplane.service.resolve(
                 self._model, self._version, refuse_decoupled=DECOUPLED_ON_HTTP
             )
+        except NaiadError as error:
+            self._fail(error, TEXT_HEADERS)
+            return
+        try:
             length = header_length(_text(self._fields.get(b"inference-header-content-length")))
             decoded = codec.decode_request(
                 self._body, length, self._model, model.signature, lane.limits.max_input_size, dataplane.shared_memory
@@ -204,6 +208,10 @@ class FastInfer:
         assert decoded is not None
         try:
             response = single_response(event, model.name)
+        except NaiadError as error:  # the model's own failure
+            self._fail(error, TEXT_HEADERS)
+            return
+        try:
             headers, payload = encoded_answer(
                 response, model, decoded, _text(self._fields.get(b"accept-encoding")) or ""
             )
@@ -225,11 +233,11 @@ class FastInfer:
             self._timer.cancel()
             self._timer = None
 
-    def _fail(self, error: Exception) -> None:
-        """Answer the request's error; a failure of naiad's own is logged and answered 500, as the ASGI
-        path does."""
+    def _fail(self, error: Exception, headers: list[tuple[bytes, bytes]] = JSON_HEADERS) -> None:
+        """Answer the request's error (with ``headers``); a failure of naiad's own is logged and
+        answered 500, as the ASGI path does."""
         if isinstance(error, NaiadError):
-            self._respond(http_status(error.code), JSON_HEADERS, [error_body(error.message)])
+            self._respond(http_status(error.code), headers, [error_body(error.message)])
             return
         log_unexpected(
             logger,
