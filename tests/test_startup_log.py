@@ -72,14 +72,25 @@ def broken_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
 
 
 def test_a_model_py_that_does_not_import_logs_its_traceback_as_lines(broken_server: ServerProcess) -> None:
-    log = broken_server.logs()
-    assert "\\x0a" not in log
-    lines = log.splitlines()
+    lines = broken_server.logs().splitlines()
     failed = next(index for index, line in enumerate(lines) if "failed to import" in line)
     assert re.search(r" E naiad\.python\] failed to import \S+/broken/1/model\.py for auto-complete", lines[failed])
     raised = lines.index("SyntaxError: expected ':'")
     assert lines[failed + 1] == "Traceback (most recent call last):"
     assert "    def execute(self, requests)" in lines[failed:raised]
+    assert not [line for line in lines[failed:raised] if "\\x0a" in line]
+
+
+def test_a_reason_of_several_lines_spans_as_many_table_lines(broken_server: ServerProcess) -> None:
+    lines = broken_server.logs().splitlines()
+    row = next(index for index, line in enumerate(lines) if line.startswith("| completes_badly "))
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[row : row + 4]]
+    assert cells[0][:4] == ["completes_badly", "1", "python", "UNAVAILABLE"]
+    reasons = [reason for *_, reason in cells]
+    assert reasons[:3] == ["ValueError: no tokenizer next to the weights", "", "At:"]
+    assert re.fullmatch(r"/\S+/completes_badly/1/model\.py\(5\): auto_complete_config", reasons[3])
+    assert all(cell == "" for line in cells[1:] for cell in line[:4])
+    assert lines[row + 4].startswith("+---")
 
 
 def test_an_auto_complete_config_that_raises_logs_its_traceback_as_lines(broken_server: ServerProcess) -> None:
@@ -112,7 +123,7 @@ def test_the_last_startup_line_names_the_unavailable_models_instead_of_claiming_
 def test_the_places_the_readme_names_for_a_failed_models_reason_show_it(broken_server: ServerProcess) -> None:
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "Later, `POST /v2/repository/index` lists every model with its state and reason" in readme
-    reason = "Failed to initialize Python stub for auto-complete of model 'broken': SyntaxError: expected ':'"
+    reason = "SyntaxError: expected ':' (model.py, line 3)"  # Triton's reason, less its "Internal: "
     status, body = _status(broken_server, "/v2/repository/index", b"{}")
     assert status == 200
     entry = next(entry for entry in json.loads(body) if entry["name"] == "broken")

@@ -21,11 +21,15 @@ def model_table(lifecycle: ModelLifecycle) -> str:
         )
     if len(rows) == 1:
         rows.append(("(no models found)", "", "", "", ""))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    # a cell of several lines (a python model's reason with its At: block) spans as many table lines, as in Triton
+    cells = [[cell.splitlines() or [""] for cell in row] for row in rows]
+    widths = [max(len(line) for row in cells for line in row[column]) for column in range(len(rows[0]))]
     rule = "+" + "+".join("-" * (width + 2) for width in widths) + "+"
     lines = [rule]
-    for index, row in enumerate(rows):
-        lines.append("| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) + " |")
+    for index, row in enumerate(cells):
+        for depth in range(max(len(cell) for cell in row)):
+            parts = (cell[depth] if depth < len(cell) else "" for cell in row)
+            lines.append("| " + " | ".join(part.ljust(width) for part, width in zip(parts, widths, strict=True)) + " |")
         if index == 0:
             lines.append(rule)
     lines.append(rule)

@@ -9,6 +9,7 @@ server process, and runs in its own environment when it has one); the static met
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from naiad.backend import ErrorCode, ModelLoadContext, NaiadError
 from naiad_python import loader
 from naiad_python.pbutils.model_config import ModelConfig
-from naiad_python.user_errors import USER_ERRORS, describe
+from naiad_python.user_errors import USER_ERRORS, describe_traced
 
 if TYPE_CHECKING:
     from naiad.backend import ServerHandle
@@ -81,10 +82,7 @@ def completed_config(
         raise
     except USER_ERRORS as error:  # any failure of user code fails this model only
         _log.error("failed to import %s for auto-complete", model_file, exc_info=True)
-        raise NaiadError(
-            f"Failed to initialize Python stub for auto-complete of model '{name}': {describe(error)}",
-            ErrorCode.INTERNAL,
-        ) from error
+        raise NaiadError(describe_traced(error, inspect.currentframe()), ErrorCode.INTERNAL) from error
     try:
         model_class = getattr(unit.module, "TritonPythonModel", None)
         if model_class is None:
@@ -99,10 +97,7 @@ def completed_config(
             result = method(ModelConfig(json.dumps(config_dict)))
         except USER_ERRORS as error:
             _log.error("auto_complete_config of model '%s' failed", name, exc_info=True)
-            raise NaiadError(
-                f"auto_complete_config function of model '{name}' failed: {describe(error)}",
-                ErrorCode.INTERNAL,
-            ) from error
+            raise NaiadError(describe_traced(error, inspect.currentframe()), ErrorCode.INTERNAL) from error
         if not isinstance(result, ModelConfig):
             raise NaiadError(
                 f"auto_complete_config function in model '{name}' must return a valid pb.ModelConfig object.",

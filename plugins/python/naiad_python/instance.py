@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
+from types import FrameType
 from typing import Any
 
 from naiad.backend import ErrorCode, InstanceContext, ModelInstance, NaiadError, report_compute
@@ -25,7 +26,7 @@ from naiad_python.event_loop import EventLoopThread
 from naiad_python.pbutils.errors import TritonError, TritonModelException
 from naiad_python.pbutils.request import InferenceRequest
 from naiad_python.pbutils.response import InferenceResponse
-from naiad_python.user_errors import USER_ERRORS, describe
+from naiad_python.user_errors import USER_ERRORS, describe, describe_traced
 
 IS_READY_TIMEOUT_S = 5.0
 
@@ -65,7 +66,7 @@ class PythonModelInstance(ModelInstance):
             raise NaiadError(f"failed to load {where}: {error}", ErrorCode.NOT_FOUND) from error
         except USER_ERRORS as error:
             _log.error("failed to import %s for %s", model.model_file, where, exc_info=error)
-            raise NaiadError(f"Failed to initialize {where}: {describe(error)}", ErrorCode.INTERNAL) from error
+            raise NaiadError(describe_traced(error, inspect.currentframe()), ErrorCode.INTERNAL) from error
         try:
             self._model = self._construct(context)
         except NaiadError:
@@ -74,7 +75,7 @@ class PythonModelInstance(ModelInstance):
         except USER_ERRORS as error:
             _log.error("initialize of %s failed", where, exc_info=error)
             self._teardown()
-            raise NaiadError(f"Failed to initialize {where}: {describe(error)}", ErrorCode.INTERNAL) from error
+            raise NaiadError(describe_traced(error, inspect.currentframe()), ErrorCode.INTERNAL) from error
         self._unit.serving = True
 
     def _construct(self, context: InstanceContext) -> Any:
@@ -137,7 +138,7 @@ class PythonModelInstance(ModelInstance):
             report(start, time.monotonic_ns())
             self._process_returned(batch, returned)
         except USER_ERRORS as error:
-            self._fail_batch(batch, error)
+            self._fail_batch(batch, error, inspect.currentframe())
         if not self.decoupled:
             self._answer_missing(batch)
 
@@ -187,11 +188,12 @@ class PythonModelInstance(ModelInstance):
                 )
             else:
                 error = exception
-        self._fail_batch(batch, error)
+        self._fail_batch(batch, error, None)  # the coroutine's frames are all that is left of its stack
 
-    def _fail_batch(self, batch: list[InferenceRequest], error: BaseException) -> None:
-        """Answer every request of the batch that is still open with Triton's INTERNAL error."""
-        text = str(error) if isinstance(error, ContractError) else describe(error)
+    def _fail_batch(self, batch: list[InferenceRequest], error: BaseException, caller: FrameType | None) -> None:
+        """Answer every request of the batch that is still open with Triton's INTERNAL error
+        (``caller``: the frame that ran ``execute``, where the error's ``At:`` block ends)."""
+        text = str(error) if isinstance(error, ContractError) else describe_traced(error, caller)
         # Triton names the instance here ("<group>_<index>"), not the model.
         message = f"Failed to process the request(s) for model '{self.name}', message: {text}"
         _log.error("%s", message.rstrip(), exc_info=None if isinstance(error, ContractError) else error)

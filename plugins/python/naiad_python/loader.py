@@ -82,6 +82,11 @@ class ModelUnit:
         return f"{ROOT_PACKAGE}.{self.slug}"
 
     @property
+    def model_module(self) -> str:
+        """The name the model file is imported as, inside :attr:`package`."""
+        return f"{self.package}.{_slug(self.model_file.stem)}"
+
+    @property
     def model_dir_package(self) -> str:
         """The synthetic package standing for the model directory."""
         return f"{ROOT_PACKAGE}.{self.slug}{_MODEL_DIR_SUFFIX}"
@@ -117,21 +122,24 @@ class ModelUnit:
 
 
 class _UnitLoader(importlib.abc.Loader):
-    """Wraps a file loader so the module runs with its unit's private ``__builtins__``."""
+    """Wraps a file loader so the module runs with its unit's private ``__builtins__``.
+
+    The module gets them when it is created; ``exec_module`` is the wrapped loader's own, so no frame
+    of naiad's sits between the import system's and the module's (the ``At:`` block of an exception
+    raised while the module runs lists the frames Triton lists, see :mod:`naiad_python.user_errors`).
+    """
 
     def __init__(self, inner: importlib.abc.Loader, unit: ModelUnit) -> None:
         self._inner = inner
         self._unit = unit
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        module = self._inner.create_module(spec) or ModuleType(spec.name)
         module.__dict__["__builtins__"] = self._unit.builtins
-        self._inner.exec_module(module)
+        return module
 
     def __getattr__(self, name: str) -> Any:
-        # get_source, get_filename, get_resource_reader, is_package, ...
+        # exec_module, get_source, get_filename, get_resource_reader, is_package, ...
         if name == "_inner":
             raise AttributeError(name)
         return getattr(self._inner, name)
@@ -148,6 +156,10 @@ class _UnitFinder(importlib.abc.MetaPathFinder):
         unit = _units.get(fullname.split(".", 2)[1])
         if unit is None or path is None:
             return None
+        if fullname == unit.model_module:  # the model file, whatever its name
+            origin = str(unit.model_file)
+            loader = _UnitLoader(importlib.machinery.SourceFileLoader(fullname, origin), unit)
+            return importlib.util.spec_from_file_location(fullname, origin, loader=loader)
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
             spec.loader = _UnitLoader(spec.loader, unit)
@@ -185,15 +197,10 @@ def load_model_module(
     with _lock:
         _register(unit)
     try:
-        module_name = f"{unit.package}.{model_file.stem}"
-        file_loader = importlib.machinery.SourceFileLoader(module_name, str(model_file))
-        spec = importlib.util.spec_from_file_location(module_name, model_file, loader=_UnitLoader(file_loader, unit))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-        unit.module = module
+        # The import statement's machinery, as Triton's stub imports the model: an exception raised
+        # by the module's code lists the same importlib frames in its At: block (see user_errors).
+        builtins.__import__(unit.model_module)
+        unit.module = sys.modules[unit.model_module]
     except BaseException:
         unload_model_module(unit)
         raise

@@ -291,6 +291,67 @@ RAISE_IN_INITIALIZE = PythonModelSpec(
     config=_FP32_IN_OUT,
 )
 
+# -- exceptions whose reports list their frames (the At: block) -----------------------------------
+
+TRACEBACKS = PythonModelSpec(
+    model_py="""
+    import json
+
+    from helpers import check
+
+
+    def convert(value):
+        return check(value) * 2
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            mode = json.loads(requests[0].parameters()).get("mode", "")
+            if mode == "nested":
+                return convert(-1)
+            if mode == "chained":
+                try:
+                    convert(-1)
+                except ValueError as error:
+                    raise RuntimeError("could not convert") from error
+            if mode == "empty":
+                raise RuntimeError()
+            if mode == "multiline":
+                raise ValueError("first line\\nsecond line")
+            raise RuntimeError("model exploded")
+    """,
+    config=_FP32_IN_OUT,
+    files={
+        "helpers.py": """
+        def check(value):
+            if value < 0:
+                raise ValueError(f"negative value {value}")
+            return value
+        """
+    },
+)
+
+TRACEBACKS_DECOUPLED = replace(
+    TRACEBACKS,
+    config=_FP32_IN_OUT.replace("max_batch_size: 0", "max_batch_size: 0\nmodel_transaction_policy { decoupled: true }"),
+)
+
+INITIALIZE_FAILS_DEEP = PythonModelSpec(
+    model_py="""
+    def load_weights(path):
+        raise RuntimeError(f"no weights in {path}")
+
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            load_weights("weights.bin")
+
+        def execute(self, requests):
+            return []
+    """,
+    config=_FP32_IN_OUT,
+)
+
 NO_EXECUTE = PythonModelSpec(
     model_py="""
     class TritonPythonModel:

@@ -163,7 +163,7 @@ def test_decoupled_exec_iterates_every_response_then_the_empty_last(client: Clie
     np.testing.assert_array_equal(result.as_numpy("COUNTS"), [4, 4, 1])
 
 
-def test_errors_come_back_as_responses_with_tritons_text(client: Client) -> None:
+def test_errors_come_back_as_responses_with_tritons_text(client: Client, server: ThreadedServer) -> None:
     assert _error_case(client, "unknown") == (
         "Model missing - Error when running inference: Request for unknown model: 'missing' is not found",
         "NOT_FOUND",
@@ -177,8 +177,10 @@ def test_errors_come_back_as_responses_with_tritons_text(client: Client) -> None
         "INVALID_ARG",
         1,
     )
+    raises_file = server.server.options.model_repositories[0] / "raises" / "1" / "model.py"
     assert _error_case(client, "raises") == (
-        "Failed to process the request(s) for model 'raises_0', message: ValueError: cannot handle this input",
+        "Failed to process the request(s) for model 'raises_0', message: ValueError: cannot handle this input"
+        f"\n\nAt:\n  {raises_file}(3): execute\n",
         "INTERNAL",
         1,
     )

@@ -63,6 +63,8 @@ def test_async_decoupled_exception_fails_the_open_requests(load_model: LoadModel
     assert last.final
     assert last.response is not None
     assert last.response.error is not None
+    # Triton only logs this exception and leaves the request open; naiad answers it with Triton's text
     assert last.response.error.message == (
         "Failed to process the request(s) for model 'async_decoupled_0', message: RuntimeError: failed half way"
+        f"\n\nAt:\n  {model.model_dir / '1' / 'model.py'}(18): execute\n"
     )

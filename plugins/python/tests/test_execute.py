@@ -110,13 +110,14 @@ def test_request_metadata(load_model: LoadModel) -> None:
 
 def test_exception_in_execute_fails_every_request(load_model: LoadModel) -> None:
     model = load_model("errors", ERRORS)
+    model_file = model.model_dir / "1" / "model.py"
     pairs = [model.request({"INPUT0": FOUR}, parameters={"mode": "raise"}) for _ in range(2)]
     model.execute([request for request, _ in pairs])
     for _, collected in pairs:
         error = collected.only().error
         assert error is not None
         assert error.code is ErrorCode.INTERNAL
-        assert error.message == f"{FAILED.format('errors_0')}ValueError: boom"
+        assert error.message == f"{FAILED.format('errors_0')}ValueError: boom\n\nAt:\n  {model_file}(15): execute\n"
     # the instance keeps serving
     np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).outputs()["OUTPUT0"], FOUR)
 
@@ -125,7 +126,9 @@ def test_system_exit_in_execute_only_fails_the_batch(load_model: LoadModel) -> N
     model = load_model("errors", ERRORS)
     error = model.infer({"INPUT0": FOUR}, parameters={"mode": "exit"}).only().error
     assert error is not None
-    assert error.message.endswith("message: SystemExit: 3")
+    assert error.message.endswith(
+        f"message: SystemExit: 3\n\nAt:\n  {model.model_dir / '1' / 'model.py'}(28): execute\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -177,7 +180,9 @@ def test_async_execute(load_model: LoadModel) -> None:
     np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).outputs()["OUTPUT0"], FOUR + 1)
     error = model.infer({"INPUT0": FOUR}, parameters={"mode": "raise"}).only().error
     assert error is not None
-    assert error.message == f"{FAILED.format('async_0')}KeyError: 'async boom'"
+    # the coroutine's frame only: a finished coroutine's frame has no f_back (as in Triton)
+    model_file = model.model_dir / "1" / "model.py"
+    assert error.message == f"{FAILED.format('async_0')}KeyError: 'async boom'\n\nAt:\n  {model_file}(11): execute\n"
 
 
 @pytest.mark.parametrize(
