@@ -6,6 +6,7 @@ import http.client
 import json
 from collections.abc import Iterator
 
+import httpx
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
@@ -187,12 +188,50 @@ def test_exception_in_execute_is_a_500_for_that_request_only(
     _assert_still_serving(client)
 
 
-def test_unknown_path_and_wrong_method(core_server: ServerProcess) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "status", "content_type"),
+    [  # the content types Triton 2.51 answers these with
+        ("GET", "/v2/nothing/here", 404, "text/plain"),
+        ("GET", "/v2/models/add_sub/infer", 405, "text/plain"),
+        ("POST", "/v2/health/live", 405, "text/plain"),
+        ("POST", "/v2/models/add_sub/ready", 405, "text/plain"),
+        ("POST", "/v2/models/add_sub/config", 405, "application/json"),
+        ("PUT", "/v2/logging", 405, "application/json"),
+        ("GET", "/v2/models/add_sub/generate", 405, "application/json"),
+    ],
+)
+def test_unknown_path_and_wrong_method(
+    core_server: ServerProcess, method: str, path: str, status: int, content_type: str
+) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", core_server.http_port, timeout=30)
-    connection.request("GET", "/v2/nothing/here")
+    connection.request(method, path)
     response = connection.getresponse()
-    assert (response.status, json.loads(response.read())) == (404, {"error": "Not Found"})
-    connection.request("GET", "/v2/models/add_sub/infer")
-    response = connection.getresponse()
-    assert (response.status, json.loads(response.read())) == (405, {"error": "Method Not Allowed"})
+    error = "Not Found" if status == 404 else "Method Not Allowed"
+    assert (response.status, response.getheader("content-type"), response.read()) == (
+        status,
+        content_type,
+        json.dumps({"error": error}, separators=(",", ":")).encode(),
+    )
     connection.close()
+
+
+def test_a_version_that_is_not_ready_is_answered_as_text(core_server: ServerProcess) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", core_server.http_port, timeout=30)
+    connection.request("GET", "/v2/models/add_sub/versions/99/ready")
+    response = connection.getresponse()
+    assert (response.status, response.getheader("content-type"), response.read()) == (
+        400,
+        "text/plain",
+        b'{"error":"Model version not ready"}',
+    )
+    connection.close()
+
+
+@pytest.mark.parametrize("path", ["/v2/trace/setting", "/v2/models/add_sub/trace/setting"])
+def test_the_trace_extension_is_refused_as_not_implemented(core_server: ServerProcess, path: str) -> None:
+    for method in ("GET", "POST"):
+        response = httpx.request(method, f"http://{core_server.http_url}{path}", content=b"{}", timeout=30)
+        assert (response.status_code, response.json()) == (
+            501,
+            {"error": "the trace extension (trace/setting) is not supported by naiad yet"},
+        )

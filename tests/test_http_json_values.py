@@ -319,3 +319,55 @@ def test_an_empty_infer_body_is_raw_data(server: ServerProcess) -> None:
     response = httpx.post(f"http://{server.http_url}/v2/models/add_sub/infer", content=b"", timeout=30)
     assert response.status_code == 400
     assert response.json()["error"].startswith("[request id: <id_unknown>] Raw request must only have 1 input")
+
+
+A4 = [
+    {"name": "INPUT0", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+    {"name": "INPUT1", "shape": [4], "datatype": "FP32", "data": [1, 1, 1, 1]},
+]
+
+
+UNSIGNED_PARAMETER = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+
+
+@pytest.mark.parametrize(
+    ("parameters", "error"),
+    [
+        (
+            {"priority": -1},
+            "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer",
+        ),
+        (
+            {"timeout": "5"},
+            "Unable to parse 'timeout': attempt to access JSON non-unsigned-integer as unsigned-integer",
+        ),
+        ({"sequence_id": 1.5}, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"),
+        ({"sequence_id": -1}, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"),
+        ({"sequence_start": 1}, "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"),
+        ({"sequence_end": "x"}, "Unable to parse 'sequence_end': attempt to access JSON non-boolean as boolean"),
+    ],
+)
+def test_scheduling_parameters_are_read_by_json_type(
+    server: ServerProcess, parameters: dict[str, Any], error: str
+) -> None:
+    response = _post(server, "add_sub/infer", {"inputs": A4, "parameters": parameters})
+    assert (response.status_code, response.json()) == (500, {"error": error})
+
+
+@pytest.mark.parametrize("member", ["shape", "datatype"])
+def test_an_input_without_its_shape_or_datatype(server: ServerProcess, member: str) -> None:
+    inputs = [{key: value for key, value in A4[0].items() if key != member}, A4[1]]
+    response = _post(server, "add_sub/infer", {"inputs": inputs})
+    error = f"Unable to parse '{member}': attempt to access non-existing object member '{member}'"
+    assert (response.status_code, response.json()) == (500, {"error": error})
+
+
+def test_the_header_length_is_read_as_atoi_reads_it(server: ServerProcess) -> None:
+    header = json.dumps({"inputs": A4}).encode()
+    url = f"http://{server.http_url}/v2/models/add_sub/infer"
+    raw = httpx.post(url, content=header, headers={"Inference-Header-Content-Length": "abc"}, timeout=30)
+    assert raw.json()["error"].startswith("[request id: <id_unknown>] Raw request must only have 1 input")
+    negative = httpx.post(url, content=header, headers={"Inference-Header-Content-Length": "-1"}, timeout=30)
+    assert negative.json() == {"error": f"inference header size should be in range (0, {len(header)}), got: -1"}
+    padded = httpx.post(url, content=header, headers={"Inference-Header-Content-Length": f"{len(header)}x"}, timeout=30)
+    assert padded.status_code == 200

@@ -327,9 +327,7 @@ class LogControl:
                 try:
                     updates["format"] = canonical_format(value)
                 except ValueError:
-                    raise invalid_arg(
-                        f"invalid argument for log_format, got: {escape(value)}; choose one of {', '.join(LOG_FORMATS)}"
-                    ) from None
+                    raise invalid_arg(f"invalid argument for log_format, got: {escape(value)}") from None
         with self._lock:
             old = self.settings
             self.settings = replace(old, **updates)

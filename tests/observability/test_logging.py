@@ -140,8 +140,15 @@ def test_logging_extension_over_http_and_grpc(
         501,
         {"error": "log file location can not be updated through network protocol"},
     )
-    assert _post(url, b'{"log_info": "yes"}')[0] == 400
-    assert _post(url, b"not json")[0] == 400
+    for body, status, error in (  # as Triton 2.51 answers them
+        (b'{"log_info": "yes"}', 500, "attempt to access JSON non-boolean as boolean"),
+        (b'{"log_verbose_level": 1.5}', 500, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+        (b'{"log_format": 5}', 500, "attempt to access JSON non-string as string"),
+        (b'{"log_format": "weird"}', 503, "invalid argument for --log_format, got: weird"),
+        (b"not json", 500, "failed to parse the request JSON buffer: Invalid value. at 1"),
+    ):
+        assert _post(url, body) == (status, {"error": error})
+    assert _post(url, b"[]") == (200, {**DEFAULTS, "log_verbose_level": 1})  # not an object: no changes
     assert _post(url, b"{}") == (200, {**DEFAULTS, "log_verbose_level": 1})
     assert "logging" in http.get_server_metadata()["extensions"]
 

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from naiad.dataplane import DataPlane, ServerState
-from naiad.errors import NaiadError, invalid_arg
+from naiad.errors import NaiadError, invalid_arg, unsupported
 from naiad.http.body import BodyError
 from naiad.http.disconnect import until_disconnected
 from naiad.http.generate import (
@@ -37,6 +37,7 @@ from naiad.restrictions import Restrictions
 logger = logging.getLogger(__name__)
 
 _JSON = "application/json"
+_TEXT = "text/plain"
 _EVENT_STREAM = "text/event-stream; charset=utf-8"
 _EMPTY_OK = Response(b"", status_code=200)
 _EXITING = JSONResponse({"error": "Server not ready: it is shutting down"}, status_code=503)
@@ -77,7 +78,7 @@ def build_app(
     async def model_ready(request: Request) -> Response:
         if await dataplane.model_ready(request.path_params["model"], _version(request)):
             return _EMPTY_OK
-        return JSONResponse({"error": "Model version not ready"}, status_code=400)
+        return Response(b'{"error":"Model version not ready"}', status_code=400, headers={"content-type": _TEXT})
 
     async def server_metadata(request: Request) -> Response:
         return JSONResponse(dataplane.server_metadata())
@@ -116,6 +117,9 @@ def build_app(
         body = generate_events(decoded, events, first)
         return StreamingResponse(body, status_code=stream_status(first), media_type=_EVENT_STREAM)
 
+    async def trace_setting(request: Request) -> Response:
+        return error_response(unsupported("the trace extension (trace/setting) is not supported by naiad yet"))
+
     model_routes = [
         ("/ready", model_ready, "GET"),
         ("/config", model_config, "GET"),
@@ -128,6 +132,8 @@ def build_app(
         Route("/v2/health/live", live, methods=["GET"]),
         Route("/v2/health/ready", ready, methods=["GET"]),
         Route("/v2", server_metadata, methods=["GET"]),
+        Route("/v2/trace/setting", trace_setting, methods=["GET", "POST"]),
+        Route("/v2/models/{model}/trace/setting", trace_setting, methods=["GET", "POST"]),
         *observability_routes(dataplane),
         *repository_routes(dataplane),
         *shared_memory_routes(dataplane.shared_memory),
@@ -138,8 +144,13 @@ def build_app(
         routes.append(Route(f"/v2/models/{{model}}{suffix}", endpoint, methods=[method]))
 
     async def http_error(request: Request, exc: Exception) -> Response:
+        """A path or method nothing serves, answered with the content type Triton gives it."""
         assert isinstance(exc, HTTPException)
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        return Response(
+            render({"error": exc.detail}),
+            status_code=exc.status_code,
+            headers={"content-type": _route_error_type(request.url.path, exc.status_code)},
+        )
 
     async def body_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, BodyError)
@@ -163,3 +174,10 @@ async def _decode_generate(dataplane: DataPlane, request: Request) -> GenerateRe
     if request.headers.get("content-encoding", "identity") != "identity":
         raise invalid_arg("Unsupported content-encoding, only 'identity' is supported.")
     return decode_generate(model, await request.body())
+
+
+def _route_error_type(path: str, status: int) -> str:
+    """Triton answers an unknown path, and a method the health, readiness and infer endpoints do not
+    take, as text/plain; a method another endpoint does not take as JSON."""
+    plain = status != 405 or path.startswith("/v2/health/") or path.endswith(("/ready", "/infer"))
+    return _TEXT if plain else _JSON

@@ -149,7 +149,32 @@ def _parameters(raw: Any) -> dict[str, ParameterValue]:
     for key, value in raw.items():
         if not isinstance(value, str | int | float | bool):
             raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
+        expected = _SCHEDULING_JSON.get(key)
+        if expected is not None and not _json_is(value, expected):
+            raise parse_error(f"Unable to parse '{key}': attempt to access JSON {_JSON_KINDS[expected]}")
     return dict(raw)
+
+
+# The JSON type Triton reads each scheduling parameter as ("unsigned or string": either).
+_SCHEDULING_JSON = {
+    "sequence_id": "unsigned or string",
+    "sequence_start": "boolean",
+    "sequence_end": "boolean",
+    "priority": "unsigned",
+    "timeout": "unsigned",
+}
+_JSON_KINDS = {
+    "unsigned or string": "non-string as string",
+    "boolean": "non-boolean as boolean",
+    "unsigned": "non-unsigned-integer as unsigned-integer",
+}
+
+
+def _json_is(value: object, expected: str) -> bool:
+    if expected == "boolean":
+        return isinstance(value, bool)
+    unsigned = type(value) is int and value in _UNSIGNED_RANGE
+    return unsigned or (expected == "unsigned or string" and isinstance(value, str))
 
 
 def _outputs(raw: Any, shared_memory: SharedMemoryRegistry | None) -> list[RequestedOutput]:
@@ -211,13 +236,19 @@ def _declare_input(
     name = raw.get("name")
     if not isinstance(name, str):
         raise parse_error("Unable to parse 'name': attempt to access non-existing object member 'name'")
-    shape = raw.get("shape")
+    if "shape" not in raw:
+        raise parse_error("Unable to parse 'shape': attempt to access non-existing object member 'shape'")
+    shape = raw["shape"]
     if not isinstance(shape, list) or not all(
         isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in shape
     ):
         raise parse_error("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer")
-    datatype_name = raw.get("datatype")
-    if not isinstance(datatype_name, str) or datatype_name not in datatypes.BY_WIRE:
+    if "datatype" not in raw:
+        raise parse_error("Unable to parse 'datatype': attempt to access non-existing object member 'datatype'")
+    datatype_name = raw["datatype"]
+    if not isinstance(datatype_name, str):
+        raise parse_error("Unable to parse 'datatype': attempt to access JSON non-string as string")
+    if datatype_name not in datatypes.BY_WIRE:
         raise invalid_arg(f"invalid datatype for input {name}")
     datatype = datatypes.BY_WIRE[datatype_name]
     parameters = raw.get("parameters") or {}

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable
 
 from naiad.dataplane import DataPlane, ServerState
-from naiad.errors import NaiadError, invalid_arg
+from naiad.errors import NaiadError
 from naiad.http import codec
 from naiad.http.asgi import CLOSE, JSON_HEADERS, TEXT_HEADERS, Receive, Scope, Send, respond
 from naiad.http.body import BodyError, BodyState, BodyWatch, decompress, raw_too_large, read_body, too_large
@@ -141,16 +141,15 @@ def _refusal(headers: dict[str, str]) -> Callable[[int, int], str]:
 
 
 def header_length(value: str | None) -> int | None:
-    """The Inference-Header-Content-Length header's value, checked."""
+    """The Inference-Header-Content-Length header's value, read as C's ``atoi`` reads it (as Triton
+    does): leading digits with an optional sign, 0 when there are none, which asks for raw data."""
     if value is None:
         return None
-    try:
-        length = int(value)
-    except ValueError:
-        raise invalid_arg(f"Inference-Header-Content-Length must be an integer, got '{value}'") from None
-    if length < 0:
-        raise invalid_arg(f"Inference-Header-Content-Length must not be negative, got {length}")
-    return length
+    match = _LEADING_INTEGER.match(value)
+    return int(match[0]) if match else 0
+
+
+_LEADING_INTEGER = re.compile(r"\s*[+-]?\d+")
 
 
 def pick_encoding(accept: str) -> str:

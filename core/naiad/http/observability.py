@@ -7,10 +7,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from naiad.dataplane import DataPlane
-from naiad.errors import NaiadError, invalid_arg
+from naiad.errors import ErrorCode, NaiadError
 from naiad.http import nesting
+from naiad.http.codec import parse_error
 from naiad.http.json_errors import not_json
 from naiad.http.status import error_response
+from naiad.logs import canonical_format, escape
 
 
 def observability_routes(dataplane: DataPlane) -> list[Route]:
@@ -30,7 +32,7 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
         if request.method == "GET":
             return JSONResponse(dataplane.log_settings())
         try:
-            changes = _json_object(await request.body())
+            changes = _log_changes(await request.body())
             return JSONResponse(dataplane.update_log_settings(changes))
         except NaiadError as error:
             return error_response(error)
@@ -43,11 +45,30 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
     ]
 
 
-def _json_object(body: bytes) -> dict[str, object]:
+def _log_changes(body: bytes) -> dict[str, object]:
+    """The log settings a ``/v2/logging`` body changes, read as Triton's HTTP frontend reads them: a
+    body that is not an object changes nothing, and a value of the wrong JSON type is its 500."""
     try:
         parsed = nesting.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
-        raise invalid_arg(not_json(body, error)) from None
+        raise parse_error(not_json(body, error)) from None
     if not isinstance(parsed, dict):
-        raise invalid_arg("the request body must be a JSON object of log settings")
+        return {}
+    for key, value in parsed.items():
+        if key in ("log_info", "log_warning", "log_error") and not isinstance(value, bool):
+            raise parse_error("attempt to access JSON non-boolean as boolean")
+        if key == "log_verbose_level" and (type(value) is not int or value < 0):
+            raise parse_error("attempt to access JSON non-unsigned-integer as unsigned-integer")
+        if key == "log_format" and not isinstance(value, str):
+            raise parse_error("attempt to access JSON non-string as string")
+        if key == "log_format" and not _known_format(value):
+            raise NaiadError(f"invalid argument for --log_format, got: {escape(value)}", ErrorCode.UNAVAILABLE)
     return parsed
+
+
+def _known_format(name: str) -> bool:
+    try:
+        canonical_format(name)
+    except ValueError:
+        return False
+    return True
