@@ -91,6 +91,17 @@ def test_missing_input(client: httpclient.InferenceServerClient) -> None:
     _assert_still_serving(client)
 
 
+def test_an_extra_input_with_none_missing_is_worded_as_in_triton(client: httpclient.InferenceServerClient) -> None:
+    extra = httpclient.InferInput("X", [1], "FP32")
+    extra.set_data_from_numpy(np.ones(1, dtype=np.float32))
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer("add_sub", [*_inputs([4], [4]), extra])
+    assert caught.value.status() == "400"
+    assert caught.value.message().endswith(  # Triton writes no missing inputs as "]"
+        "Got input(s) ['INPUT0','INPUT1','X'], but missing required input(s) ]. Please provide all required input(s)."
+    )
+
+
 def test_unknown_output(client: httpclient.InferenceServerClient) -> None:
     with pytest.raises(InferenceServerException) as caught:
         client.infer("add_sub", _inputs([4], [4]), outputs=[httpclient.InferRequestedOutput("NOPE")])

@@ -99,10 +99,12 @@ def _wrong_input_count(model_name: str, signature: ModelSignature, given: list[s
         if len(required) == total
         else (f"number of inputs between {len(required)} and {total}")
     )
+    # With nothing missing Triton writes "]": its list builder drops a trailing comma, here the "[".
+    missing_names = _format_names(missing) if missing else "]"
     raise invalid_arg(
         f"{request_prefix(request_id)}expected {expected} but got {len(given)} inputs for model '{model_name}'. "
-        f"Got input(s) {_format_names(given)}, but missing required input(s) "
-        f"{_format_names(missing)}. Please provide all required input(s)."
+        f"Got input(s) {_format_names(given)}, but missing required input(s) {missing_names}. "
+        "Please provide all required input(s)."
     )
 
 
