@@ -129,3 +129,21 @@ def test_bad_base64_is_refused(server: ServerProcess) -> None:
         urllib.request.urlopen(request)
     assert caught.value.code == 400
     assert json.loads(caught.value.read()) == {"error": "File parameter 'file:1/model.py' is not valid base64"}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "answer"),
+    [  # as Triton 2.51 answers them
+        (b'{"parameters": 5}', 500, b'{"error":"attempt to get members for non-object"}'),
+        (b'{"parameters": {"config": {"a": 1}}}', 500, b'{"error":"attempt to access JSON non-string as string"}'),
+        (b"[]", 200, b""),  # not an object: no parameters
+    ],
+)
+def test_a_load_body_is_read_as_triton_reads_it(server: ServerProcess, body: bytes, status: int, answer: bytes) -> None:
+    request = urllib.request.Request(f"http://{server.http_url}/v2/repository/models/plain/load", data=body)
+    try:
+        with urllib.request.urlopen(request) as response:
+            got = (response.status, response.headers["content-type"], response.read())
+    except urllib.error.HTTPError as error:
+        got = (error.code, error.headers["content-type"], error.read())
+    assert got == (status, "application/json", answer)

@@ -19,7 +19,8 @@ from naiad.overrides import FILE_PREFIX
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    """The optional JSON object body of a repository request (empty body: ``{}``)."""
+    """The optional JSON object body of a repository request (empty, or not an object: ``{}``, as
+    Triton reads it)."""
     body = await request.body()
     if not body.strip():
         return {}
@@ -27,15 +28,16 @@ async def _json_body(request: Request) -> dict[str, Any]:
         document = nesting.loads(body)
     except ValueError as error:
         raise NaiadError(not_json(body, error)) from None
-    if not isinstance(document, dict):
-        raise NaiadError("failed to parse the request JSON buffer: the document is not a JSON object")
-    return document
+    return document if isinstance(document, dict) else {}
+
+
+_EMPTY_JSON = {"content-type": "application/json"}  # Triton's load and unload answer an empty body so
 
 
 def _parameters(document: dict[str, Any]) -> dict[str, Any]:
     parameters = document.get("parameters", {})
     if not isinstance(parameters, dict):
-        raise invalid_arg("'parameters' must be a JSON object")
+        raise NaiadError("attempt to get members for non-object")
     return parameters
 
 
@@ -72,10 +74,10 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
             parameters = _parameters(await _json_body(request))
             config = parameters.get("config")
             if config is not None and not isinstance(config, str):
-                raise invalid_arg("the 'config' parameter must be a string holding the model configuration as JSON")
+                raise NaiadError("attempt to access JSON non-string as string")
             files = _files(parameters)
             await dataplane.load_model(request.path_params["model"], config, files or None)
-            return Response(b"", status_code=200)
+            return Response(b"", status_code=200, headers=_EMPTY_JSON)
         except NaiadError as error:
             return error_response(error)
 
@@ -84,7 +86,7 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
             parameters = _parameters(await _json_body(request))
             dependents = parameters.get("unload_dependents") is True
             await dataplane.unload_model(request.path_params["model"], unload_dependents=dependents)
-            return Response(b"", status_code=200)
+            return Response(b"", status_code=200, headers=_EMPTY_JSON)
         except NaiadError as error:
             return error_response(error)
 
