@@ -65,11 +65,17 @@ class RequestedOutput:
 
 @dataclass(slots=True)
 class InferenceResponse:
-    """One response: output tensors, or an error, plus optional response parameters."""
+    """One response: output tensors, or an error, plus optional response parameters.
+
+    An error fails its request in the statistics unless ``fails_request`` is False: a backend whose
+    model answered with an error as its result sets that (Triton's python backend counts such a
+    request as a success and fails only those whose ``execute`` raised).
+    """
 
     outputs: list[Tensor] = field(default_factory=list)
     error: NaiadError | None = None
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    fails_request: bool = True
 
 
 @dataclass(slots=True)

@@ -22,7 +22,8 @@ the batch that carried the request):
   execution. For a successful request ``success = queue + compute_input + compute_infer + compute_output``.
 * ``batch_stats``: per executed batch size (rows), one count per execution, its phases' times.
 
-A request fails if any of its responses carries an error; the reason is ``CANCELED`` when it was
+A request fails if any of its responses carries an error that fails it
+(:attr:`naiad.inference.InferenceResponse.fails_request`); the reason is ``CANCELED`` when it was
 cancelled (or answered CANCELLED), ``BACKEND`` when it reached an instance, ``REJECTED`` when the
 scheduler refused it (queue full, queue timeout, unloading: UNAVAILABLE), else ``OTHER``. Requests
 refused by validation before they are queued are not counted, as in Triton.
@@ -41,7 +42,7 @@ from typing import Any
 
 from naiad.cancellation import CancellationToken
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import Deliver, InferenceRequest, ResponseEvent, ResponseSender
+from naiad.inference import Deliver, InferenceRequest, InferenceResponse, ResponseEvent, ResponseSender
 
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 """The ``reason`` label values of ``nv_inference_request_failure``, all present from load."""
@@ -311,7 +312,7 @@ class StatisticsStage:
             tracker = sender.tracker
             if tracker is not None:
                 response = event.response
-                if response is not None and response.error is not None:
+                if response is not None and response.error is not None and _fails(response.error, response, tracker):
                     tracker.error = response.error
                 if stats.per_response:
                     stats.response_event(tracker, event)
@@ -325,6 +326,12 @@ class StatisticsStage:
             forward(sender, event)
 
         return deliver
+
+
+def _fails(error: NaiadError, response: InferenceResponse, tracker: RequestTracker) -> bool:
+    """Whether an error response fails its request: unless the model answered with it, and always
+    when the request was cancelled (that is its fate, whatever the model answered)."""
+    return response.fails_request or error.code is ErrorCode.CANCELLED or tracker.cancellation.cancelled
 
 
 _FOLD_AT = 4096  # records waiting before the thread that adds one folds them into the counters

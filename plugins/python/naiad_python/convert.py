@@ -102,8 +102,8 @@ def core_response(
         return None
     parameters: dict[str, Any] = dict(response._parameter_dict())
     error = response.error()
-    if error is not None:
-        return CoreResponse(error=core_error(error), parameters=parameters)
+    if error is not None:  # the model's answer counts its request a success, as in Triton
+        return CoreResponse(error=core_error(error), parameters=parameters, fails_request=response._backend_failure)
     outputs = [output_tensor(t, copy=copy) for t in response.output_tensors() if t.name() in requested]
     return CoreResponse(outputs=outputs, parameters=parameters)
 

@@ -257,7 +257,9 @@ class IsolatedInstance(ModelInstance):
         if "error" in message:
             text, code = message["error"]
             error = NaiadError(text, ErrorCode[code])
-        response = None if "parameters" not in message else InferenceResponse(outputs, error, message["parameters"])
+        response = None
+        if "parameters" in message:
+            response = InferenceResponse(outputs, error, message["parameters"], message.get("fails_request", True))
         with self._lock:
             request = self._pending.pop(message["key"]) if message["final"] else self._pending.get(message["key"])
         if request is not None and not request.sender.closed:

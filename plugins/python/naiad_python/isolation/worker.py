@@ -249,6 +249,7 @@ class Worker:
             error = response.error()
             if error is not None:
                 reply["error"] = (error.message(), error.code().name)
+                reply["fails_request"] = response._backend_failure
             else:
                 outputs = [
                     convert.output_tensor(tensor, copy=False)

@@ -41,7 +41,7 @@ def check_parameters(parameters: object) -> dict[str, ParameterValue]:
 class InferenceResponse:
     """The answer to one request: output tensors, or an error, plus optional parameters."""
 
-    __slots__ = ("_error", "_output_tensors", "_parameters")
+    __slots__ = ("_backend_failure", "_error", "_output_tensors", "_parameters")
 
     def __init__(
         self,
@@ -61,6 +61,7 @@ class InferenceResponse:
         self._output_tensors = tensors
         self._error = error
         self._parameters = check_parameters(parameters)
+        self._backend_failure = False  # the backend's own error (execute raised), not the model's answer
 
     def output_tensors(self) -> list[Tensor]:
         """The output tensors, in the order given."""
@@ -186,5 +187,7 @@ class InferenceResponseSender:
             if self._closed:
                 return
             self._held = None
-            self._deliver(InferenceResponse(error=error), True)
+            failure = InferenceResponse(error=error)
+            failure._backend_failure = True
+            self._deliver(failure, True)
             self._record(True)
