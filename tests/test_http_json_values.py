@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
@@ -44,6 +45,24 @@ ECHO_TYPES_CONFIG = (
     + ", ".join(f'{{ name: "{name}_OUT" data_type: TYPE_{kind} dims: [ 1 ] }}' for name, kind in TYPES.items())
     + " ]\n"
 )
+
+ECHO_HALF = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("H_OUT", pb_utils.get_input_tensor_by_name(r, "H").as_numpy())])
+            for r in requests
+        ]
+"""
+
+ECHO_HALF_CONFIG = """
+backend: "python"
+input [ { name: "H" data_type: TYPE_FP16 dims: [ 1 ] } ]
+output [ { name: "H_OUT" data_type: TYPE_FP16 dims: [ 1 ] } ]
+"""
 
 DECOUPLED = """
 backend: "python"
@@ -102,6 +121,7 @@ BOOLEAN = "Unable to parse 'data': attempt to access JSON non-boolean as boolean
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("json_values") / "models")
     repository.add_python_model("echo_types", ECHO_TYPES, ECHO_TYPES_CONFIG)
+    repository.add_python_model("echo_half", ECHO_HALF, ECHO_HALF_CONFIG)
     for name, sends in SENDS.items():
         body = "\n".join(" " * 12 + send for send in sends)
         repository.add_python_model(name, SENDER.replace("{sends}", body), DECOUPLED)
@@ -371,3 +391,23 @@ def test_the_header_length_is_read_as_atoi_reads_it(server: ServerProcess) -> No
     assert negative.json() == {"error": f"inference header size should be in range (0, {len(header)}), got: -1"}
     padded = httpx.post(url, content=header, headers={"Inference-Header-Content-Length": f"{len(header)}x"}, timeout=30)
     assert padded.status_code == 200
+
+
+@pytest.mark.parametrize("chunked", [False, True])  # the fast lane, and the ASGI path
+def test_an_fp16_output_asked_for_as_json_is_refused_as_triton_refuses_it(server: ServerProcess, chunked: bool) -> None:
+    header = json.dumps(
+        {"inputs": [{"name": "H", "shape": [1], "datatype": "FP16", "parameters": {"binary_data_size": 2}}]}
+    ).encode()
+    body = header + np.array([1.5], dtype=np.float16).tobytes()
+    content: Any = iter([body]) if chunked else body
+    response = httpx.post(
+        f"http://{server.http_url}/v2/models/echo_half/infer",
+        content=content,
+        headers={"Inference-Header-Content-Length": str(len(header))},
+        timeout=30,
+    )
+    assert (response.status_code, response.headers["content-type"], response.text) == (
+        400,
+        "text/plain",
+        '{"error":"sending FP16 data via JSON is not supported. Please use the binary data format for output"}',
+    )

@@ -462,10 +462,9 @@ def encode_response(
 
 
 def _to_json(tensor: Tensor) -> list[Any]:
-    if tensor.datatype in ("FP16", "BF16"):
+    if tensor.datatype in ("FP16", "BF16"):  # Triton's words, which leave the output's name out
         raise invalid_arg(
-            f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format "
-            f"for output {tensor.name}"
+            f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format for output"
         )
     flat = tensor.numpy().reshape(-1)
     if tensor.datatype == "BYTES":

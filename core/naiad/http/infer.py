@@ -105,11 +105,11 @@ async def infer(
     )
     event = await until_disconnected(receive, inference, channel)
     decoded.inputs = []  # the request's data is no longer needed while the response is encoded and sent
-    try:
+    try:  # the model's failure, or an answer that cannot be written: text/plain, as Triton answers them
         response = single_response(event, model.name)
-    except NaiadError as error:  # the model's own failure
+        return 200, *encoded_answer(response, model, decoded, headers.get("accept-encoding", ""))
+    except NaiadError as error:
         return http_status(error.code), TEXT_HEADERS, [error_body(error.message)]
-    return 200, *encoded_answer(response, model, decoded, headers.get("accept-encoding", ""))
 
 
 def encoded_answer(

@@ -206,17 +206,13 @@ class FastInfer:
             return
         model, decoded = self._serving, self._decoded
         assert decoded is not None
-        try:
+        try:  # the model's failure, or an answer that cannot be written: text/plain, as Triton answers them
             response = single_response(event, model.name)
-        except NaiadError as error:  # the model's own failure
-            self._fail(error, TEXT_HEADERS)
-            return
-        try:
             headers, payload = encoded_answer(
                 response, model, decoded, _text(self._fields.get(b"accept-encoding")) or ""
             )
         except Exception as error:
-            self._fail(error)
+            self._fail(error, TEXT_HEADERS)
             return
         self._respond(200, headers, payload)
 
