@@ -312,7 +312,7 @@ class StatisticsStage:
             tracker = sender.tracker
             if tracker is not None:
                 response = event.response
-                if response is not None and response.error is not None and _fails(response.error, response, tracker):
+                if response is not None and _fails(response, tracker):
                     tracker.error = response.error
                 if stats.per_response:
                     stats.response_event(tracker, event)
@@ -328,10 +328,13 @@ class StatisticsStage:
         return deliver
 
 
-def _fails(error: NaiadError, response: InferenceResponse, tracker: RequestTracker) -> bool:
-    """Whether an error response fails its request: unless the model answered with it, and always
-    when the request was cancelled (that is its fate, whatever the model answered)."""
-    return response.fails_request or error.code is ErrorCode.CANCELLED or tracker.cancellation.cancelled
+def _fails(response: InferenceResponse, tracker: RequestTracker) -> bool:
+    """Whether a response fails its request: an error does unless the model answered with it, and
+    always when the request was cancelled (that is its fate, whatever the model answered)."""
+    error = response.error
+    return error is not None and (
+        response.fails_request or error.code is ErrorCode.CANCELLED or tracker.cancellation.cancelled
+    )
 
 
 _FOLD_AT = 4096  # records waiting before the thread that adds one folds them into the counters

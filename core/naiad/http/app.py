@@ -25,6 +25,7 @@ from naiad.http.generate import (
     render,
     stream_status,
 )
+from naiad.http.infer import error_body
 from naiad.http.observability import observability_routes
 from naiad.http.repository import repository_routes
 from naiad.http.router import HttpRouter
@@ -78,7 +79,7 @@ def build_app(
     async def model_ready(request: Request) -> Response:
         if await dataplane.model_ready(request.path_params["model"], _version(request)):
             return _EMPTY_OK
-        return Response(b'{"error":"Model version not ready"}', status_code=400, headers={"content-type": _TEXT})
+        return Response(error_body("Model version not ready"), status_code=400, headers={"content-type": _TEXT})
 
     async def server_metadata(request: Request) -> Response:
         return JSONResponse(dataplane.server_metadata())
@@ -147,7 +148,7 @@ def build_app(
         """A path or method nothing serves, answered with the content type Triton gives it."""
         assert isinstance(exc, HTTPException)
         return Response(
-            render({"error": exc.detail}),
+            error_body(exc.detail),
             status_code=exc.status_code,
             headers={"content-type": _route_error_type(request.url.path, exc.status_code)},
         )

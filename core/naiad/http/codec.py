@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,32 +150,36 @@ def _parameters(raw: Any) -> dict[str, ParameterValue]:
     for key, value in raw.items():
         if not isinstance(value, str | int | float | bool):
             raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
-        expected = _SCHEDULING_JSON.get(key)
-        if expected is not None and not _json_is(value, expected):
-            raise parse_error(f"Unable to parse '{key}': attempt to access JSON {_JSON_KINDS[expected]}")
+        read = _SCHEDULING_JSON.get(key)
+        if read is not None and not read[0](value):
+            raise parse_error(f"Unable to parse '{key}': attempt to access JSON {read[1]}")
     return dict(raw)
 
 
-# The JSON type Triton reads each scheduling parameter as ("unsigned or string": either).
-_SCHEDULING_JSON = {
-    "sequence_id": "unsigned or string",
-    "sequence_start": "boolean",
-    "sequence_end": "boolean",
-    "priority": "unsigned",
-    "timeout": "unsigned",
-}
-_JSON_KINDS = {
-    "unsigned or string": "non-string as string",
-    "boolean": "non-boolean as boolean",
-    "unsigned": "non-unsigned-integer as unsigned-integer",
-}
+_SIGNED_RANGE = range(-(2**63), 2**63)
+_UNSIGNED_RANGE = range(2**64)
 
 
-def _json_is(value: object, expected: str) -> bool:
-    if expected == "boolean":
-        return isinstance(value, bool)
-    unsigned = type(value) is int and value in _UNSIGNED_RANGE
-    return unsigned or (expected == "unsigned or string" and isinstance(value, str))
+def _is_unsigned(value: object) -> bool:
+    return type(value) is int and value in _UNSIGNED_RANGE
+
+
+def _is_signed(value: object) -> bool:
+    return type(value) is int and value in _SIGNED_RANGE
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+# How Triton reads each scheduling parameter, and what it says when the JSON value is not that.
+_SCHEDULING_JSON: dict[str, tuple[Callable[[object], bool], str]] = {
+    "sequence_id": (lambda value: _is_unsigned(value) or isinstance(value, str), "non-string as string"),
+    "sequence_start": (_is_bool, "non-boolean as boolean"),
+    "sequence_end": (_is_bool, "non-boolean as boolean"),
+    "priority": (_is_unsigned, "non-unsigned-integer as unsigned-integer"),
+    "timeout": (_is_unsigned, "non-unsigned-integer as unsigned-integer"),
+}
 
 
 def _outputs(raw: Any, shared_memory: SharedMemoryRegistry | None) -> list[RequestedOutput]:
@@ -312,11 +317,7 @@ def _decode_data(
 def _from_json(
     data: Any, datatype: datatypes.DataType, shape: list[int], count: int, name: str, max_input_size: int
 ) -> npt.NDArray[Any]:
-    if datatype.wire in ("FP16", "BF16"):
-        raise invalid_arg(
-            f"receiving {datatype.wire} data via JSON is not supported. Please use the binary data format "
-            f"for input {name}"
-        )
+    refuse_half_json(datatype, name)
     flat = flatten(data)
     if len(flat) != count:
         raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
@@ -333,8 +334,13 @@ def _from_json(
     return json_numbers(flat, datatype).reshape(shape)
 
 
-_SIGNED_RANGE = range(-(2**63), 2**63)
-_UNSIGNED_RANGE = range(2**64)
+def refuse_half_json(datatype: datatypes.DataType, name: str) -> None:
+    """Triton's refusal of FP16 and BF16 input data in JSON."""
+    if datatype.wire in ("FP16", "BF16"):
+        raise invalid_arg(
+            f"receiving {datatype.wire} data via JSON is not supported. Please use the binary data format "
+            f"for input {name}"
+        )
 
 
 def json_numbers(flat: list[Any], datatype: datatypes.DataType) -> npt.NDArray[Any]:
@@ -343,15 +349,15 @@ def json_numbers(flat: list[Any], datatype: datatypes.DataType) -> npt.NDArray[A
     types want numbers (cast to the width: an FP32 beyond its range is infinite)."""
     kind = datatype.numpy.kind
     if kind == "b":
-        if not all(isinstance(item, bool) for item in flat):
+        if not all(_is_bool(item) for item in flat):
             raise parse_error("Unable to parse 'data': attempt to access JSON non-boolean as boolean")
         return np.array(flat, dtype=np.bool_)
     if kind == "i":
-        if not all(type(item) is int and item in _SIGNED_RANGE for item in flat):
+        if not all(_is_signed(item) for item in flat):
             raise parse_error("Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer")
         return np.array(flat, dtype=np.int64).astype(datatype.numpy)
     if kind == "u":
-        if not all(type(item) is int and item in _UNSIGNED_RANGE for item in flat):
+        if not all(_is_unsigned(item) for item in flat):
             raise parse_error("Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer")
         return np.array(flat, dtype=np.uint64).astype(datatype.numpy)
     if not all(type(item) is float or type(item) is int for item in flat):

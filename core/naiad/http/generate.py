@@ -18,7 +18,7 @@ import numpy as np
 from naiad import datatypes
 from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import NaiadError, invalid_arg
-from naiad.http.codec import flatten, json_numbers, load_json, parse_error
+from naiad.http.codec import flatten, json_numbers, load_json, parse_error, refuse_half_json
 from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent
 from naiad.models import InputSpec, ServingModel
 from naiad.tensor import Tensor
@@ -110,11 +110,7 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
         array = np.empty(len(flat), dtype=np.object_)
         array[:] = [item.encode("utf-8", "surrogateescape") for item in flat]
         return Tensor(spec.name, "BYTES", array.reshape(shape))
-    if datatype.wire in ("FP16", "BF16"):
-        raise invalid_arg(
-            f"receiving {datatype.wire} data via JSON is not supported. Please use the binary data format "
-            f"for input {spec.name}"
-        )
+    refuse_half_json(datatype, spec.name)
     return Tensor(spec.name, datatype.wire, json_numbers(flat, datatype).reshape(shape))
 
 

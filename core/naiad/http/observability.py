@@ -8,9 +8,7 @@ from starlette.routing import Route
 
 from naiad.dataplane import DataPlane
 from naiad.errors import ErrorCode, NaiadError
-from naiad.http import nesting
-from naiad.http.codec import parse_error
-from naiad.http.json_errors import not_json
+from naiad.http.codec import load_json, parse_error
 from naiad.http.status import error_response
 from naiad.logs import canonical_format, escape
 
@@ -48,10 +46,7 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
 def _log_changes(body: bytes) -> dict[str, object]:
     """The log settings a ``/v2/logging`` body changes, read as Triton's HTTP frontend reads them: a
     body that is not an object changes nothing, and a value of the wrong JSON type is its 500."""
-    try:
-        parsed = nesting.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise parse_error(not_json(body, error)) from None
+    parsed = load_json(body)
     if not isinstance(parsed, dict):
         return {}
     for key, value in parsed.items():

@@ -12,8 +12,7 @@ from starlette.routing import Route
 
 from naiad.dataplane import DataPlane
 from naiad.errors import NaiadError, invalid_arg
-from naiad.http import nesting
-from naiad.http.json_errors import not_json
+from naiad.http.codec import load_json
 from naiad.http.status import error_response
 from naiad.overrides import FILE_PREFIX
 
@@ -24,10 +23,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
     body = await request.body()
     if not body.strip():
         return {}
-    try:
-        document = nesting.loads(body)
-    except ValueError as error:
-        raise NaiadError(not_json(body, error)) from None
+    document = load_json(body)
     return document if isinstance(document, dict) else {}
 
 

@@ -13,8 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from naiad.errors import NaiadError, invalid_arg
-from naiad.http import nesting
-from naiad.http.json_errors import not_json
+from naiad.http.codec import load_json
 from naiad.http.status import error_response
 from naiad.shared_memory import CUDA, SYSTEM, SharedMemoryRegistry
 
@@ -92,12 +91,7 @@ def shared_memory_routes(registry: SharedMemoryRegistry) -> list[Route]:
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
-    if not body.strip():
-        raise NaiadError("failed to parse the request JSON buffer: The document is empty. at 0")
-    try:
-        parsed = nesting.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise NaiadError(not_json(body, error)) from None
+    parsed = load_json(body)
     if not isinstance(parsed, dict):
         raise invalid_arg("a shared memory register request must be a JSON object")
     return parsed
