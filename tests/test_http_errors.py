@@ -6,7 +6,6 @@ import http.client
 import json
 from collections.abc import Iterator
 
-import httpx
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
@@ -236,13 +235,3 @@ def test_a_version_that_is_not_ready_is_answered_as_text(core_server: ServerProc
         b'{"error":"Model version not ready"}',
     )
     connection.close()
-
-
-@pytest.mark.parametrize("path", ["/v2/trace/setting", "/v2/models/add_sub/trace/setting"])
-def test_the_trace_extension_is_refused_as_not_implemented(core_server: ServerProcess, path: str) -> None:
-    for method in ("GET", "POST"):
-        response = httpx.request(method, f"http://{core_server.http_url}{path}", content=b"{}", timeout=30)
-        assert (response.status_code, response.json()) == (
-            501,
-            {"error": "the trace extension (trace/setting) is not supported by naiad yet"},
-        )

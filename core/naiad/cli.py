@@ -27,6 +27,8 @@ from naiad.plugins import DEFAULT_MAX_BATCH_SIZE_KEY
 from naiad.restrictions import GRPC_KEY_PREFIX, parse_restrictions
 from naiad.scheduling.rate_limiter import parse_resource
 from naiad.server import Server, ServerOptions, StartupError
+from naiad.trace_settings import TraceSettings, parse_trace_config
+from naiad.tracing import trace_path_writable
 
 logger = logging.getLogger("naiad")
 
@@ -353,6 +355,24 @@ def _add_observability_arguments(serve: argparse.ArgumentParser) -> None:
         help="local timestamps, UTC ISO 8601 timestamps, or one JSON object per line",
     )
     serve.add_argument("--log-file", default="", metavar="PATH", help="log to this file instead of stderr")
+    serve.add_argument(
+        "--trace-config",
+        action="append",
+        default=[],
+        metavar="[triton,]KEY=VALUE",
+        help="repeatable; request traces in Triton's format: triton,file=PATH (where they are written), "
+        "level=OFF|TIMESTAMPS|TENSORS, rate=N (every Nth request), count=N (-1: no end), "
+        "log-frequency=N (traces per file; 0: one file at shutdown), mode=triton",
+    )
+
+
+def _trace_settings(entries: list[str]) -> TraceSettings:
+    """The startup trace settings; ValueError when a ``--trace-config`` entry or the file is unusable."""
+    settings = parse_trace_config(entries)
+    problem = trace_path_writable(settings.file) if settings.file else None
+    if problem is not None:
+        raise ValueError(f"--trace-config file={settings.file}: traces cannot be written there: {problem}")
+    return settings
 
 
 def _positive(value: str) -> int:
@@ -605,6 +625,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         http_restrictions=parse_restrictions(args.http_restricted_api, "api"),
         grpc_restrictions=parse_restrictions(args.grpc_restricted_protocol, "protocol", GRPC_KEY_PREFIX),
         max_instances_per_model=args.max_instances_per_model,
+        trace=_trace_settings(args.trace_config),
     )
 
 

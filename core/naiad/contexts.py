@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from naiad.config.paths import confined_path
 from naiad.inference import InferenceRequest
 from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.tracing import trace_executed, trace_started
 
 if TYPE_CHECKING:
     from naiad.scheduling.execution import InstanceRunner
@@ -148,11 +149,14 @@ class SchedulerContext:
         start = time.monotonic_ns() if at_ns is None else at_ns
         if self._statistics is not None:
             self._statistics.started(requests, start)
+        trace_started(requests)
         return start
 
     def execution_ended(self, requests: Sequence[InferenceRequest], start_ns: int) -> None:
         """The execution of ``requests`` that started at ``start_ns`` is over (before or after their
         final responses; a request counts once both are in). Compute phases come from each request's
         :meth:`~naiad.inference.InferenceRequest.report_compute`."""
+        end = time.monotonic_ns()
         if self._statistics is not None:
-            self._statistics.executed(requests, start_ns, time.monotonic_ns())
+            self._statistics.executed(requests, start_ns, end)
+        trace_executed(requests, start_ns, end)

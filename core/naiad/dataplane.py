@@ -25,6 +25,7 @@ from naiad.service import InferenceService
 from naiad.shared_memory import SharedMemoryRegistry
 from naiad.sinks import LoopInbox, LoopSink, single_response
 from naiad.tensor import Tensor
+from naiad.trace_settings import Change
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class DataPlane:
         if self.shared_memory.cuda_available:
             extensions.append("cuda_shared_memory")
         extensions += _EXTENSIONS_AFTER_SHARED_MEMORY
-        extensions += ["statistics", "logging"] if self.statistics else ["logging"]
+        extensions += ["statistics", "trace", "logging"] if self.statistics else ["trace", "logging"]
         return {"name": SERVER_NAME, "version": self.version, "extensions": extensions}
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
@@ -263,6 +264,20 @@ class DataPlane:
                 if not versions:
                     raise invalid_arg(f"requested model version is not available for model '{name}'")
         return {"model_stats": [model.statistics.snapshot().to_json() for model in versions if model.statistics]}
+
+    def trace_settings(self, model: str = "") -> dict[str, Any]:
+        """The trace extension's settings object for ``model`` ("" the server's)."""
+        self._require_known(model)
+        return self.service.tracer.settings(model).to_json()
+
+    def update_trace_settings(self, model: str, change: Change) -> dict[str, Any]:
+        """Apply a checked change to ``model``'s trace settings ("" the server's); returns them all."""
+        self._require_known(model)
+        return self.service.tracer.update(model, change).to_json()
+
+    def _require_known(self, model: str) -> None:
+        if model and model not in self.lifecycle.serving():
+            raise invalid_arg(f"Request for unknown model : {model}")
 
     def log_settings(self) -> dict[str, Any]:
         """The logging extension's settings object."""

@@ -26,6 +26,7 @@ from naiad.tensor import Tensor
 
 if TYPE_CHECKING:
     from naiad.statistics import RequestTracker
+    from naiad.tracing import RequestTrace
 
 ParameterValue = str | int | float | bool
 
@@ -119,6 +120,7 @@ class ResponseSender:
         "place",
         "sink",
         "state_slot",
+        "trace",
         "tracker",
     )
 
@@ -134,6 +136,7 @@ class ResponseSender:
         self._lock = threading.Lock()
         self.cancellation = cancellation or CancellationToken()
         self.tracker: RequestTracker | None = None  # statistics
+        self.trace: RequestTrace | None = None  # a traced request's trace (naiad.tracing)
         self.place = -1  # ordering: the request's place in arrival order
         self.state_slot: Any = None  # implicit state: the sequence slot whose state it updates
         self.client_outputs: frozenset[str] = frozenset()  # implicit state: what the client asked for

@@ -40,6 +40,8 @@ from naiad.service import InferenceService
 from naiad.sinks import LoopInbox
 from naiad.startup_report import ModelControl, log_startup_end, warn_if_no_models
 from naiad.startup_table import model_table
+from naiad.trace_settings import TraceSettings
+from naiad.tracing import Tracer
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,7 @@ class ServerOptions:
     http_restrictions: Restrictions = field(default_factory=Restrictions)
     grpc_restrictions: Restrictions = field(default_factory=Restrictions)
     max_instances_per_model: int = DEFAULT_MAX_INSTANCES_PER_MODEL
+    trace: TraceSettings = field(default_factory=TraceSettings)  # --trace-config (naiad.tracing)
 
 
 class Server:
@@ -113,7 +116,7 @@ class Server:
         )
         self.repository_poller = RepositoryPoller(self.lifecycle) if options.model_control_mode == "poll" else None
         self._polling: asyncio.Task[None] | None = None
-        self.service = InferenceService(self.lifecycle)
+        self.service = InferenceService(self.lifecycle, Tracer(options.trace))
         inbox = LoopInbox()  # attached to the loop when the server runs
         self.custom_metrics = CustomMetrics()
         self.handle = ServerHandle(self.service, inbox, self.custom_metrics, explicit_model_control=explicit)
@@ -224,6 +227,7 @@ class Server:
             await frontend.stop()
         await asyncio.to_thread(self.lifecycle.unload_all)
         await asyncio.to_thread(self.registry.finalize_all)
+        self.service.tracer.close()
         self.dataplane.shared_memory.close()
         self.system_metrics.close()
         logger.info("naiad stopped")

@@ -26,6 +26,8 @@ from naiad.inference import (
 from naiad.lifecycle import ModelLifecycle
 from naiad.models import ServingModel
 from naiad.tensor import Tensor
+from naiad.trace_settings import TraceSettings
+from naiad.tracing import Tracer
 from naiad.validation import validate_inputs, validate_outputs
 
 SHUTTING_DOWN = "Server not ready: it is shutting down"
@@ -42,8 +44,9 @@ SCHEDULING_PARAMETERS = frozenset(
 class InferenceService:
     """Resolves models and admits requests for every caller of one server."""
 
-    def __init__(self, lifecycle: ModelLifecycle) -> None:
+    def __init__(self, lifecycle: ModelLifecycle, tracer: Tracer | None = None) -> None:
         self.lifecycle = lifecycle
+        self.tracer = tracer or Tracer(TraceSettings())
         self.accepting = True  # False once the server is shutting down
 
     def resolve(self, name: str, version: str | int = "", *, refuse_decoupled: str | None = None) -> ServingModel:
@@ -140,6 +143,8 @@ class InferenceService:
         )
         if parameters:
             _apply_parameters(request, parameters)
+        if self.tracer.active or (parent is not None and parent.sender.trace is not None):
+            sender.trace = self.tracer.sample(request, parent)
         if parent is None:
             model.admit(request)
             return request

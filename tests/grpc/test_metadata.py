@@ -133,14 +133,16 @@ def test_model_config_protobuf_keeps_int64(client: grpcclient.InferenceServerCli
     assert list(config.input[0].dims) == [1]
 
 
-@pytest.mark.parametrize(("rpc", "request_message"), [("TraceSetting", service_pb2.TraceSettingRequest())])
-def test_later_features_are_unimplemented_by_name(
-    stub: service_pb2_grpc.GRPCInferenceServiceStub, rpc: str, request_message: object
-) -> None:
-    with pytest.raises(grpc.RpcError) as caught:
-        getattr(stub, rpc)(request_message, timeout=10)
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert caught.value.details() == f"{rpc} is not supported by naiad yet"
+def test_trace_setting_answers_the_server_settings(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    response = stub.TraceSetting(service_pb2.TraceSettingRequest(), timeout=10)
+    assert {key: list(value.value) for key, value in response.settings.items()} == {
+        "trace_level": ["OFF"],
+        "trace_rate": ["1000"],
+        "trace_count": ["-1"],
+        "log_frequency": ["0"],
+        "trace_file": [""],
+        "trace_mode": ["triton"],
+    }
 
 
 def test_unknown_method_is_unimplemented(grpc_server: ServerProcess) -> None:

@@ -24,8 +24,9 @@ import grpc  # type: ignore[import-untyped,unused-ignore]
 from google.protobuf import json_format, message_factory
 from google.protobuf.message import Message
 
+from naiad import trace_settings
 from naiad.dataplane import DataPlane
-from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.errors import NaiadError, invalid_arg
 from naiad.grpc import codec, infer, messages, restricted
 from naiad.grpc.arenas import trim_after_call
 from naiad.grpc.status import fail, grpc_status
@@ -115,6 +116,17 @@ class InferenceServicer:
                 entry.uint32_param = value
             else:
                 entry.string_param = str(value)
+        return response
+
+    async def trace_setting(self, request: pb.TraceSettingRequest) -> pb.TraceSettingResponse:
+        if request.settings:
+            change = trace_settings.grpc_change({key: list(value.value) for key, value in request.settings.items()})
+            settings = self._dataplane.update_trace_settings(request.model_name, change)
+        else:
+            settings = self._dataplane.trace_settings(request.model_name)
+        response = pb.TraceSettingResponse()
+        for key, value in settings.items():
+            response.settings[key].value.extend(value if isinstance(value, list) else [value])
         return response
 
     async def repository_index(self, request: pb.RepositoryIndexRequest) -> pb.RepositoryIndexResponse:
@@ -209,6 +221,7 @@ class InferenceServicer:
             "ModelConfig": self.model_config,
             "ModelStatistics": self.model_statistics,
             "LogSettings": self.log_settings,
+            "TraceSetting": self.trace_setting,
             "RepositoryIndex": self.repository_index,
             "RepositoryModelLoad": self.repository_model_load,
             "RepositoryModelUnload": self.repository_model_unload,
@@ -228,9 +241,10 @@ class InferenceServicer:
                 handle = _answer(method.name, self.model_infer, restriction, self._limits.max_message_size)
                 handlers[method.name] = grpc.stream_unary_rpc_method_handler(handle)
             else:
-                implementation = unary.get(method.name) or _unimplemented(method.name)
                 handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                    _answer(method.name, _ignoring_context(implementation), restriction, self._limits.max_message_size),
+                    _answer(
+                        method.name, _ignoring_context(unary[method.name]), restriction, self._limits.max_message_size
+                    ),
                     request_deserializer=message_factory.GetMessageClass(method.input_type).FromString,
                     response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString,
                 )
@@ -271,10 +285,3 @@ def _setting_value(value: Any) -> object:
     """A LogSettings value: its bool, uint32 or string, or None when no field is set."""
     which = value.WhichOneof("parameter_choice")
     return None if which is None else getattr(value, which)
-
-
-def _unimplemented(name: str) -> Unary:
-    async def refuse(request: Any) -> Message:
-        raise unsupported(f"{name} is not supported by naiad yet")
-
-    return refuse

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from naiad.dataplane import DataPlane, ServerState
-from naiad.errors import NaiadError, invalid_arg, unsupported
+from naiad.errors import NaiadError, invalid_arg
 from naiad.http.body import BodyError
 from naiad.http.disconnect import until_disconnected
 from naiad.http.generate import (
@@ -118,9 +118,6 @@ def build_app(
         body = generate_events(decoded, events, first)
         return StreamingResponse(body, status_code=stream_status(first), media_type=_EVENT_STREAM)
 
-    async def trace_setting(request: Request) -> Response:
-        return error_response(unsupported("the trace extension (trace/setting) is not supported by naiad yet"))
-
     model_routes = [
         ("/ready", model_ready, "GET"),
         ("/config", model_config, "GET"),
@@ -133,8 +130,6 @@ def build_app(
         Route("/v2/health/live", live, methods=["GET"]),
         Route("/v2/health/ready", ready, methods=["GET"]),
         Route("/v2", server_metadata, methods=["GET"]),
-        Route("/v2/trace/setting", trace_setting, methods=["GET", "POST"]),
-        Route("/v2/models/{model}/trace/setting", trace_setting, methods=["GET", "POST"]),
         *observability_routes(dataplane),
         *repository_routes(dataplane),
         *shared_memory_routes(dataplane.shared_memory),

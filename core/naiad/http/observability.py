@@ -1,4 +1,5 @@
-"""The statistics (``/v2/models[/{m}[/versions/{v}]]/stats``) and logging (``/v2/logging``) extensions."""
+"""The statistics (``/v2/models[/{m}[/versions/{v}]]/stats``), trace (``/v2[/models/{m}]/trace/setting``) and
+logging (``/v2/logging``) extensions."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from naiad.errors import ErrorCode, NaiadError
 from naiad.http.codec import load_json, parse_error
 from naiad.http.status import error_response
 from naiad.logs import canonical_format, escape
+from naiad.trace_settings import http_change
 
 
 def observability_routes(dataplane: DataPlane) -> list[Route]:
@@ -35,7 +37,19 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
         except NaiadError as error:
             return error_response(error)
 
+    async def trace_setting(request: Request) -> Response:
+        model = request.path_params.get("model", "")
+        try:
+            if request.method == "GET":
+                return JSONResponse(dataplane.trace_settings(model))
+            change = http_change(load_json(await request.body()))
+            return JSONResponse(dataplane.update_trace_settings(model, change))
+        except NaiadError as error:
+            return error_response(error)
+
     return [
+        Route("/v2/trace/setting", trace_setting, methods=["GET", "POST"]),
+        Route("/v2/models/{model}/trace/setting", trace_setting, methods=["GET", "POST"]),
         Route("/v2/models/stats", statistics, methods=["GET"]),
         Route("/v2/models/{model}/versions/{version:int}/stats", statistics, methods=["GET"]),
         Route("/v2/models/{model}/stats", statistics, methods=["GET"]),

@@ -25,6 +25,7 @@ from naiad.inference import InferenceRequest, InferenceResponse
 from naiad.scheduling.rate_limiter import RateLimiter, ResourceNeeds
 from naiad.sinks import HeldWakeups
 from naiad.statistics import ModelStatistics
+from naiad.tracing import trace_executed, trace_started
 
 logger = logging.getLogger(__name__)
 
@@ -135,11 +136,14 @@ class InstanceRunner:
         start = _now()
         if self._statistics is not None:
             self._statistics.started(requests, start)
+        trace_started(requests)
         return start
 
     def _ended(self, requests: Sequence[InferenceRequest], start: int) -> None:
+        end = _now()
         if self._statistics is not None:
-            self._statistics.executed(requests, start, _now())
+            self._statistics.executed(requests, start, end)
+        trace_executed(requests, start, end)
 
     def _failed(self, requests: Sequence[InferenceRequest], error: Exception) -> None:
         """An exception escaped ``execute``: fail every request it had not finished."""

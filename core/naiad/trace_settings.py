@@ -1,0 +1,185 @@
+"""Trace settings (Triton's trace extension): the server's, each model's overrides, and how a change is read.
+
+A setting is ``trace_level`` (``["OFF"]``, or any of ``TIMESTAMPS`` and ``TENSORS``), ``trace_rate``
+(every Nth request is traced), ``trace_count`` (traces left, -1 without end), ``log_frequency``
+(traces per file, 0: one file at shutdown), ``trace_file`` (set at startup only) and ``trace_mode``
+(``triton``). A change names some of them; a null (HTTP) or an empty value list (gRPC) sends a
+model's setting back to the server's, and the server's back to its startup value. Values are read
+as Triton reads them, errors worded as Triton words them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from naiad.errors import ErrorCode, NaiadError, invalid_arg
+
+LEVELS = ("TIMESTAMPS", "TENSORS")
+UINT32_MAX = 2**32 - 1
+_INT64 = 2**63
+_LEADING_INTEGER = re.compile(r"\s*([+-]?\d+)")
+CHANGEABLE = ("trace_level", "trace_rate", "trace_count", "log_frequency")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSettings:
+    """One set of trace settings; ``level`` empty is OFF."""
+
+    level: tuple[str, ...] = ()
+    rate: int = 1000
+    count: int = -1
+    log_frequency: int = 0
+    file: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The trace extension's settings object."""
+        return {
+            "trace_level": list(self.level) or ["OFF"],
+            "trace_rate": str(self.rate),
+            "trace_count": str(self.count),
+            "log_frequency": str(self.log_frequency),
+            "trace_file": self.file,
+            "trace_mode": "triton",
+        }
+
+    def value(self, name: str) -> Any:
+        """The value of the setting ``name`` (one of :data:`CHANGEABLE`)."""
+        return {"trace_level": self.level, "trace_rate": self.rate, "trace_count": self.count}.get(
+            name, self.log_frequency
+        )
+
+
+Change = dict[str, Any]
+"""Setting name (one of :data:`CHANGEABLE`) -> its new value, or None: back to the fallback."""
+
+
+def http_change(body: object) -> Change:
+    """The change a ``trace/setting`` POST body asks for; a body that is not an object changes nothing,
+    and a value of the wrong JSON type is Triton's 500."""
+    if not isinstance(body, dict):
+        return {}
+    raw: dict[str, list[str] | None] = {}
+    for name, value in body.items():
+        if name == "trace_level" and value is not None:
+            if not isinstance(value, list):
+                raise NaiadError("attempt to access JSON non-array as array")
+            if not all(isinstance(item, str) for item in value):
+                raise NaiadError("attempt to access JSON non-string as string")
+            raw[name] = value
+        elif name in (*CHANGEABLE, "trace_file") and value is not None:
+            if not isinstance(value, str):
+                raise NaiadError("attempt to access JSON non-string as string")
+            raw[name] = [value]
+        elif name in (*CHANGEABLE, "trace_file"):
+            raw[name] = None
+    return read_change(raw, grpc=False)
+
+
+def grpc_change(settings: Mapping[str, list[str]]) -> Change:
+    """The change a TraceSetting request asks for: each setting's values, an empty list clearing it."""
+    return read_change({name: (list(values) or None) for name, values in settings.items()}, grpc=True)
+
+
+def read_change(raw: Mapping[str, list[str] | None], *, grpc: bool) -> Change:
+    """Check and convert the named settings' string values (None: clear), in Triton's order."""
+    if raw.get("trace_file") is not None:
+        raise NaiadError("trace file location can not be updated through network protocol", ErrorCode.UNSUPPORTED)
+    change: Change = {}
+    for name in CHANGEABLE:
+        if name not in raw:
+            continue
+        values = raw[name]
+        if values is None:
+            change[name] = None
+        elif name == "trace_level":
+            level = _level(values)
+            if level is not None:
+                change[name] = level
+        elif name == "trace_count":
+            change[name] = _count(values[0], grpc=grpc)
+        else:
+            change[name] = _unsigned(name, values[0])
+    if change.get("trace_rate") == 0:
+        raise invalid_arg("Attempting to set invalid trace setting :sample rate must be non-zero")
+    return change
+
+
+def _level(values: list[str]) -> tuple[str, ...] | None:
+    """The levels named (empty: OFF), or None when none is known (the setting stays)."""
+    if "OFF" in values:
+        if len(values) > 1:
+            raise invalid_arg("Expect only one trace level 'OFF' is specified")
+        return ()
+    known = tuple(dict.fromkeys(value for value in values if value in LEVELS))
+    return known or None
+
+
+def _integer(name: str, text: str) -> int:
+    """``text``'s leading integer, as C++'s ``std::stoll`` reads it."""
+    match = _LEADING_INTEGER.match(text)
+    if match is None:
+        raise invalid_arg(f"Unable to parse '{name}', got: {text}")
+    value = int(match.group(1))
+    if not -_INT64 <= value < _INT64:
+        raise invalid_arg(f"Unable to parse '{name}', value is out of range [ 0, {UINT32_MAX} ], got: {text}")
+    return value
+
+
+def _unsigned(name: str, text: str) -> int:
+    value = _integer(name, text)
+    if value > UINT32_MAX:
+        raise invalid_arg(f"Unable to parse '{name}', value is out of range [ 0, {UINT32_MAX} ], got: {text}")
+    return value & UINT32_MAX  # a negative wraps, as the cast to uint32 does
+
+
+def _count(text: str, *, grpc: bool) -> int:
+    value = _integer("trace_count", text)
+    if value < -1:
+        raise invalid_arg(f"Unable to parse 'trace_count'. Expecting value >= -1, got:{' ' if grpc else ''}{text}")
+    return value
+
+
+def parse_trace_config(entries: list[str]) -> TraceSettings:
+    """The startup settings from ``--trace-config`` values: ``triton,file=PATH`` (the mode's own
+    setting), ``level=TIMESTAMPS``, ``rate=N``, ``count=N``, ``log-frequency=N``, ``mode=triton``.
+    Raises ValueError, worded for the command line."""
+    fields: dict[str, Any] = {}
+    for entry in entries:
+        head, comma, tail = entry.partition(",")
+        mode, setting = (head, tail) if comma and "=" not in head else ("", entry)
+        if mode and mode != "triton":
+            raise ValueError(f"--trace-config {entry}: naiad traces in the 'triton' mode only")
+        key, sep, value = setting.partition("=")
+        if not sep:
+            raise ValueError(f"--trace-config {entry}: expected KEY=VALUE, such as level=TIMESTAMPS")
+        key = key.replace("_", "-")
+        try:
+            if key == "file":
+                fields["file"] = value
+            elif key == "mode":
+                if value != "triton":
+                    raise ValueError(f"--trace-config {entry}: naiad traces in the 'triton' mode only")
+            elif key == "level":
+                if value not in ("OFF", *LEVELS):
+                    raise ValueError(f"--trace-config {entry}: the level is OFF, TIMESTAMPS or TENSORS")
+                before = fields.get("level", ())
+                fields["level"] = () if value == "OFF" else tuple(dict.fromkeys((*before, value)))
+            elif key == "rate":
+                fields["rate"] = _unsigned("trace_rate", value)
+            elif key == "count":
+                fields["count"] = _count(value, grpc=False)
+            elif key == "log-frequency":
+                fields["log_frequency"] = _unsigned("log_frequency", value)
+            else:
+                raise ValueError(
+                    f"--trace-config {entry}: unknown setting '{key}'; "
+                    "the settings are file, level, rate, count, log-frequency and mode"
+                )
+        except NaiadError as error:
+            raise ValueError(f"--trace-config {entry}: {error.message}") from None
+    if fields.get("rate") == 0:
+        raise ValueError("--trace-config rate=0: the sample rate must be non-zero")
+    return TraceSettings(**fields)

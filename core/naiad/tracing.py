@@ -1,0 +1,308 @@
+"""Request traces in Triton's format (trace extension, ``triton`` mode).
+
+The :class:`Tracer` decides at admission whether a request is traced (every ``trace_rate``-th
+request of its model, while ``trace_count`` lasts; a request another model makes while serving a
+traced one is traced too, with its ``parent_id``). A traced request's sender carries its
+:class:`RequestTrace`, which gathers Triton's timestamps (``time.monotonic_ns``, as Triton's
+steady clock): ``REQUEST_START``, ``QUEUE_START``, ``COMPUTE_START``, ``COMPUTE_INPUT_END``,
+``COMPUTE_OUTPUT_START``, ``COMPUTE_END``, ``INFER_RESPONSE_COMPLETE`` per response and
+``REQUEST_END`` (once the final response is sent and the execution over); at level ``TENSORS``
+the request's inputs and each response's outputs too. Collected traces are written as one JSON
+array to ``trace_file`` when the server stops, or with ``log_frequency`` N to ``trace_file.0``,
+``trace_file.1``, ... every N traces (the rest when the server stops).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from naiad.errors import NaiadError
+from naiad.inference import Deliver, ResponseEvent, ResponseSender
+from naiad.trace_settings import CHANGEABLE, Change, TraceSettings
+
+if TYPE_CHECKING:
+    from naiad.inference import InferenceRequest
+    from naiad.tensor import Tensor
+
+logger = logging.getLogger(__name__)
+
+_FIELDS = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count", "log_frequency": "log_frequency"}
+
+
+class Tracer:
+    """The server's trace settings, its sampling, and the traces collected but not yet written."""
+
+    def __init__(self, settings: TraceSettings) -> None:
+        self._startup = settings
+        self._global = settings
+        self._overrides: dict[str, dict[str, Any]] = {}  # model -> its own settings
+        self._seen: dict[str, int] = {}  # settings owner ("" the server) -> requests seen
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._entries: list[dict[str, Any]] = []
+        self._collected = 0
+        self._files_written = 0
+        self._warned = False
+        self.active = bool(settings.level)  # read without the lock on every request
+
+    def settings(self, model: str = "") -> TraceSettings:
+        """The settings that apply to ``model`` ("" the server's)."""
+        with self._lock:
+            return self._effective(model)
+
+    def update(self, model: str, change: Change) -> TraceSettings:
+        """Apply a checked change (see :mod:`naiad.trace_settings`) to ``model``'s settings ("" the
+        server's); returns the settings that now apply."""
+        with self._lock:
+            if model:
+                overrides = self._overrides.setdefault(model, {})
+                for name, value in change.items():
+                    if value is None:
+                        overrides.pop(_FIELDS[name], None)
+                    else:
+                        overrides[_FIELDS[name]] = value
+                effective = self._effective(model)
+                if effective.rate == 0:  # cannot happen with checked changes; kept as Triton words it
+                    raise NaiadError("Attempting to set invalid trace setting :sample rate must be non-zero")
+            else:
+                fields = {
+                    _FIELDS[name]: self._startup.value(name) if value is None else value
+                    for name, value in change.items()
+                    if name in CHANGEABLE
+                }
+                self._global = replace(self._global, **fields)
+                effective = self._global
+            self.active = bool(self._global.level) or any(
+                overrides.get("level") for overrides in self._overrides.values()
+            )
+            return effective
+
+    def sample(self, request: InferenceRequest, parent: InferenceRequest | None) -> RequestTrace | None:
+        """The trace of ``request`` if it is to be traced."""
+        parent_trace = parent.sender.trace if parent is not None else None
+        with self._lock:
+            if parent_trace is not None:
+                settings = parent_trace.settings
+            else:
+                owner = request.model_name if request.model_name in self._overrides else ""
+                settings = self._effective(request.model_name)
+                if not settings.level or settings.count == 0:
+                    return None
+                seen = self._seen[owner] = self._seen.get(owner, 0) + 1
+                if seen % settings.rate:
+                    return None
+                if settings.count > 0:
+                    self._spend(owner)
+            self._next_id += 1
+            trace_id = self._next_id
+        return RequestTrace(self, trace_id, request, settings, parent_trace.id if parent_trace is not None else None)
+
+    def collect(self, trace: RequestTrace) -> None:
+        """Keep a finished trace; write a file when ``log_frequency`` traces are in."""
+        with self._lock:
+            self._entries += trace.entries()
+            self._collected += 1
+            frequency = trace.settings.log_frequency
+            if frequency and self._collected % frequency == 0:
+                self._write(f"{self._global.file}.{self._files_written}")
+                self._files_written += 1
+
+    def close(self) -> None:
+        """Write what is collected and not yet written (the server is stopping)."""
+        with self._lock:
+            if not self._entries:
+                return
+            if self._global.log_frequency:
+                self._write(f"{self._global.file}.{self._files_written}")
+                self._files_written += 1
+            else:
+                self._write(self._global.file)
+
+    def _effective(self, model: str) -> TraceSettings:
+        overrides = self._overrides.get(model)
+        return replace(self._global, **overrides) if overrides else self._global
+
+    def _spend(self, owner: str) -> None:
+        """One trace of ``trace_count`` is used, from the settings that hold the count."""
+        if owner and "count" in self._overrides[owner]:
+            self._overrides[owner]["count"] -= 1
+        else:
+            self._global = replace(self._global, count=self._global.count - 1)
+
+    def _write(self, path: str) -> None:
+        entries, self._entries = self._entries, []
+        if not self._global.file:
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "tracing is on but no trace file is set: traces are dropped; "
+                    "start naiad with --trace-config triton,file=PATH to keep them"
+                )
+            return
+        try:
+            with open(path, "w", encoding="utf-8") as file:
+                json.dump(entries, file)
+        except OSError as error:
+            logger.error(
+                "cannot write %d trace entries to '%s': %s; check --trace-config file", len(entries), path, error
+            )
+
+
+class RequestTrace:
+    """What one traced request gathers; thread-safe (responses and executions may come from any thread)."""
+
+    __slots__ = (
+        "_ended",
+        "_final",
+        "_info",
+        "_lock",
+        "_started",
+        "_tracer",
+        "events",
+        "id",
+        "settings",
+        "tensors",
+        "timestamps",
+    )
+
+    def __init__(
+        self, tracer: Tracer, trace_id: int, request: InferenceRequest, settings: TraceSettings, parent_id: int | None
+    ) -> None:
+        self._tracer = tracer
+        self.id = trace_id
+        self.settings = settings
+        self.timestamps = "TIMESTAMPS" in settings.level
+        self.tensors = "TENSORS" in settings.level
+        self._info: dict[str, Any] = {
+            "id": trace_id,
+            "model_name": request.model_name,
+            "model_version": request.model_version,
+            "request_id": request.id,
+        }
+        if parent_id is not None:
+            self._info["parent_id"] = parent_id
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._started = self._ended = self._final = False
+        self._stamp("REQUEST_START", request.arrival_ns)
+        self._stamp("QUEUE_START", time.monotonic_ns())
+        if self.tensors:
+            self._tensors("TENSOR_QUEUE_INPUT", request.inputs.values())
+
+    def started(self) -> None:
+        with self._lock:
+            self._started = True
+
+    def executed(self, start: int, input_end: int, output_start: int, end: int) -> None:
+        for name, at in (
+            ("COMPUTE_START", start),
+            ("COMPUTE_INPUT_END", input_end),
+            ("COMPUTE_OUTPUT_START", output_start),
+            ("COMPUTE_END", end),
+        ):
+            self._stamp(name, at)
+        with self._lock:
+            self._ended = True
+            done = self._final
+        if done:
+            self._release()
+
+    def responded(self, event: ResponseEvent) -> None:
+        response = event.response
+        if response is not None:
+            self._stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
+            if self.tensors and response.error is None:
+                self._tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
+        if not event.final:
+            return
+        with self._lock:
+            self._final = True
+            done = self._ended or not self._started
+        if done:
+            self._release()
+
+    def _release(self) -> None:
+        """The request is done with (its final response sent, its execution over): the trace is complete."""
+        self._stamp("REQUEST_END", time.monotonic_ns())
+        self._tracer.collect(self)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The trace as Triton writes it: the request's model and id, then one entry per event."""
+        return [self._info, *self.events]
+
+    def _stamp(self, name: str, at: int) -> None:
+        if self.timestamps:
+            self.events.append({"id": self.id, "timestamps": [{"name": name, "ns": at}]})
+
+    def _tensors(self, activity: str, tensors: Any) -> None:
+        for tensor in tensors:
+            self.events.append({"id": self.id, "activity": activity, "tensor": _tensor_json(tensor)})
+
+
+def _tensor_json(tensor: Tensor) -> dict[str, str]:
+    """A tensor as a trace shows it: its values, shape and datatype as comma-separated text."""
+    try:
+        values = np.asarray(tensor.numpy()).reshape(-1)
+        if tensor.datatype == "BYTES":
+            data = ",".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values)
+        elif values.dtype.kind == "f":
+            data = ",".join(format(float(v), "g") for v in values)
+        else:
+            data = ",".join(str(int(v)) for v in values)
+    except (NaiadError, TypeError, ValueError):  # on a device, or not readable as numbers
+        data = ""
+    return {"name": tensor.name, "data": data, "shape": ",".join(map(str, tensor.shape)), "dtype": tensor.datatype}
+
+
+class TraceStage:
+    """The response-pipeline stage that hands a traced request's responses to its trace."""
+
+    def bind(self, forward: Deliver) -> Deliver:
+        def deliver(sender: ResponseSender, event: ResponseEvent) -> None:
+            trace = sender.trace
+            if trace is not None:
+                trace.responded(event)
+            forward(sender, event)
+
+        return deliver
+
+
+def trace_started(requests: Sequence[InferenceRequest]) -> None:
+    """An execution of ``requests`` started: their traces wait for it to end."""
+    for request in requests:
+        trace = request.sender.trace
+        if trace is not None:
+            trace.started()
+
+
+def trace_executed(requests: Sequence[InferenceRequest], start: int, end: int) -> None:
+    """An execution of ``requests`` from ``start`` to ``end`` ended; each reported compute phase splits it."""
+    for request in requests:
+        trace = request.sender.trace
+        if trace is not None:
+            inside = start <= request.compute_start_ns <= request.compute_end_ns <= end
+            trace.executed(
+                start,
+                request.compute_start_ns if inside else start,
+                request.compute_end_ns if inside else end,
+                end,
+            )
+
+
+def trace_path_writable(path: str) -> str | None:
+    """Why ``path`` cannot take traces, or None."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"its folder '{folder}' does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"its folder '{folder}' is not writable"
+    return None

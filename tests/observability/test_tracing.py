@@ -1,0 +1,248 @@
+"""The trace extension: Triton's settings over HTTP and gRPC, and the traces written in Triton's format."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+from naiad.trace_settings import TraceSettings, parse_trace_config
+
+from .conftest import ADD_SUB, ADD_SUB_CONFIG
+
+CONFIG = ADD_SUB_CONFIG.format(max_batch_size=0, extra="")
+ORDER = ("REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
+
+
+def _settings(file: str, **changed: Any) -> dict[str, Any]:
+    settings = {
+        "trace_level": ["OFF"],
+        "trace_rate": "1000",
+        "trace_count": "-1",
+        "log_frequency": "0",
+        "trace_file": file,
+        "trace_mode": "triton",
+    }
+    return {**settings, **changed}
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    folder = tmp_path_factory.mktemp("tracing")
+    repository = ModelRepositoryBuilder(folder / "models")
+    repository.add_python_model("add_sub", ADD_SUB, CONFIG)
+    repository.add_python_model("other", ADD_SUB, CONFIG)
+    file = folder / "trace.json"
+    server = start_server([repository.root], f"--trace-config=triton,file={file}")
+    yield server, file
+    server.stop()
+
+
+def _post(server: ServerProcess, path: str, body: bytes) -> tuple[int, Any]:
+    response = httpx.post(f"http://{server.http_url}{path}", content=body, timeout=30)
+    return response.status_code, response.json()
+
+
+def _infer(client: Any, module: Any, request_id: str, model: str = "add_sub") -> None:
+    inputs = [module.InferInput(name, [4], "FP32") for name in ("INPUT0", "INPUT1")]
+    for tensor in inputs:
+        tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    client.infer(model, inputs, request_id=request_id)
+
+
+def _reset(server: ServerProcess) -> None:
+    for path in ("/v2/trace/setting", "/v2/models/add_sub/trace/setting", "/v2/models/other/trace/setting"):
+        body = {"trace_level": None, "trace_rate": None, "trace_count": None, "log_frequency": None}
+        assert _post(server, path, json.dumps(body).encode())[0] == 200
+
+
+def test_http_settings_answer_as_triton_does(traced: Any) -> None:
+    server, file = traced
+    _reset(server)
+    defaults = _settings(str(file))
+    assert httpx.get(f"http://{server.http_url}/v2/trace/setting", timeout=30).json() == defaults
+    cases = [  # each answered as Triton 2.51 answers it, in this order (the settings carry over)
+        (b'{"trace_level": ["TIMESTAMPS"]}', 200, {"trace_level": ["TIMESTAMPS"]}),
+        (b'{"trace_level": "TIMESTAMPS"}', 500, "attempt to access JSON non-array as array"),
+        (b'{"trace_level": ["BOGUS"]}', 200, {"trace_level": ["TIMESTAMPS"]}),
+        (b'{"trace_level": ["TIMESTAMPS", "TENSORS"]}', 200, {"trace_level": ["TIMESTAMPS", "TENSORS"]}),
+        (b'{"trace_level": ["OFF", "TENSORS"]}', 400, "Expect only one trace level 'OFF' is specified"),
+        (b'{"trace_rate": 5}', 500, "attempt to access JSON non-string as string"),
+        (b'{"trace_rate": "x"}', 400, "Unable to parse 'trace_rate', got: x"),
+        (b'{"trace_rate": "0"}', 400, "Attempting to set invalid trace setting :sample rate must be non-zero"),
+        (b'{"trace_rate": "-1"}', 200, {"trace_rate": "4294967295"}),
+        (b'{"trace_rate": "12a"}', 200, {"trace_rate": "12"}),
+        (
+            b'{"trace_rate": "99999999999999999999"}',
+            400,
+            "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: 99999999999999999999",
+        ),
+        (b'{"trace_count": "-2"}', 400, "Unable to parse 'trace_count'. Expecting value >= -1, got:-2"),
+        (b'{"trace_count": "3"}', 200, {"trace_count": "3"}),
+        (b'{"log_frequency": "abc"}', 400, "Unable to parse 'log_frequency', got: abc"),
+        (b'{"log_frequency": "2"}', 200, {"log_frequency": "2"}),
+        (b'{"trace_file": "/tmp/x.json"}', 501, "trace file location can not be updated through network protocol"),
+        (b'{"trace_mode": "opentelemetry", "bogus": "1"}', 200, {}),
+        (b"[1]", 200, {}),
+        (b"", 500, "failed to parse the request JSON buffer: The document is empty. at 0"),
+        (b'{"trace_rate": null}', 200, {"trace_rate": "1000"}),
+    ]
+    expected = dict(defaults)
+    for body, status, answer in cases:
+        if isinstance(answer, dict):
+            expected.update(answer)
+            assert _post(server, "/v2/trace/setting", body) == (status, expected), body
+        else:
+            assert _post(server, "/v2/trace/setting", body) == (status, {"error": answer}), body
+
+
+def test_a_model_overrides_and_falls_back_to_the_server_settings(traced: Any) -> None:
+    server, file = traced
+    _reset(server)
+    model = "/v2/models/add_sub/trace/setting"
+    assert _post(server, "/v2/trace/setting", b'{"trace_level": ["TIMESTAMPS"], "trace_rate": "12"}')[0] == 200
+    assert _post(server, model, b'{"trace_rate": "7"}') == (
+        200,
+        _settings(str(file), trace_level=["TIMESTAMPS"], trace_rate="7"),
+    )
+    server_wide = httpx.get(f"http://{server.http_url}/v2/trace/setting", timeout=30).json()
+    assert server_wide["trace_rate"] == "12"
+    assert _post(server, model, b'{"trace_rate": null}')[1]["trace_rate"] == "12"
+    for path in ("/v2/models/nope/trace/setting",):
+        assert httpx.get(f"http://{server.http_url}{path}", timeout=30).json() == {
+            "error": "Request for unknown model : nope"
+        }
+        assert _post(server, path, b'{"trace_rate": "7"}') == (400, {"error": "Request for unknown model : nope"})
+    response = httpx.put(f"http://{server.http_url}/v2/trace/setting", content=b"{}", timeout=30)
+    assert (response.status_code, response.json()) == (405, {"error": "Method Not Allowed"})
+
+
+def test_grpc_settings_through_tritonclient(traced: Any) -> None:
+    server, file = traced
+    _reset(server)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    settings = client.get_trace_settings(as_json=True)["settings"]
+    assert settings == {
+        key: {"value": value if isinstance(value, list) else [value]} for key, value in _settings(str(file)).items()
+    }
+    updated = client.update_trace_settings("add_sub", {"trace_rate": "3", "trace_level": ["TIMESTAMPS"]}, as_json=True)
+    assert updated["settings"]["trace_rate"] == {"value": ["3"]}
+    assert updated["settings"]["trace_level"] == {"value": ["TIMESTAMPS"]}
+    cleared = client.update_trace_settings("add_sub", {"trace_level": None}, as_json=True)
+    assert cleared["settings"]["trace_level"] == {"value": ["OFF"]}
+    for change, model, code, message in (
+        ({"trace_rate": "x"}, "", "INVALID_ARGUMENT", "Unable to parse 'trace_rate', got: x"),
+        (
+            {"trace_count": "-2"},
+            "",
+            "INVALID_ARGUMENT",
+            "Unable to parse 'trace_count'. Expecting value >= -1, got: -2",
+        ),
+        (
+            {"trace_file": "/tmp/z"},
+            "",
+            "UNIMPLEMENTED",
+            "trace file location can not be updated through network protocol",
+        ),
+        ({"trace_rate": "3"}, "nope", "INVALID_ARGUMENT", "Request for unknown model : nope"),
+    ):
+        with pytest.raises(InferenceServerException) as refused:
+            client.update_trace_settings(model, change)
+        assert (refused.value.status(), refused.value.message()) == (f"StatusCode.{code}", message)
+    http = httpclient.InferenceServerClient(server.http_url)
+    assert http.get_trace_settings("add_sub")["trace_rate"] == "3"
+    assert "trace" in http.get_server_metadata()["extensions"]
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = json.loads(path.read_text())
+    return entries
+
+
+def _traces(entries: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Trace id -> its request's info, timestamps by name and tensor activities."""
+    traces: dict[int, dict[str, Any]] = {}
+    for entry in entries:
+        trace = traces.setdefault(entry["id"], {"info": None, "stamps": {}, "tensors": []})
+        if "timestamps" in entry:
+            for stamp in entry["timestamps"]:
+                trace["stamps"].setdefault(stamp["name"], []).append(stamp["ns"])
+        elif "activity" in entry:
+            trace["tensors"].append((entry["activity"], entry["tensor"]))
+        else:
+            trace["info"] = entry
+    return traces
+
+
+def test_every_nth_request_is_traced_while_the_count_lasts(traced: Any) -> None:
+    server, file = traced
+    _reset(server)
+    http = httpclient.InferenceServerClient(server.http_url)
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    http.update_trace_settings(
+        "add_sub",
+        {"trace_level": ["TIMESTAMPS", "TENSORS"], "trace_rate": "2", "trace_count": "2", "log_frequency": "1"},
+    )
+    for index in range(6):
+        _infer(http if index % 2 else grpc, httpclient if index % 2 else grpcclient, f"r{index}")
+    _infer(http, httpclient, "untraced", model="other")  # its settings are the server's: OFF
+    assert http.get_trace_settings("add_sub")["trace_count"] == "0"
+    first, second = _traces(_entries(Path(f"{file}.0"))), _traces(_entries(Path(f"{file}.1")))
+    assert [trace["info"]["request_id"] for trace in (*first.values(), *second.values())] == ["r1", "r3"]
+    trace = next(iter(first.values()))
+    assert trace["info"] == {"id": trace["info"]["id"], "model_name": "add_sub", "model_version": 1, "request_id": "r1"}
+    stamps = trace["stamps"]
+    assert [stamps[name][0] for name in ORDER] == sorted(stamps[name][0] for name in ORDER)
+    assert stamps["COMPUTE_END"][0] <= stamps["REQUEST_END"][0]
+    assert len(stamps["INFER_RESPONSE_COMPLETE"]) == 1
+    data = "0,1,2,3"
+    assert trace["tensors"] == [
+        ("TENSOR_QUEUE_INPUT", {"name": "INPUT0", "data": data, "shape": "4", "dtype": "FP32"}),
+        ("TENSOR_QUEUE_INPUT", {"name": "INPUT1", "data": data, "shape": "4", "dtype": "FP32"}),
+        ("TENSOR_BACKEND_OUTPUT", {"name": "OUTPUT0", "data": "0,2,4,6", "shape": "4", "dtype": "FP32"}),
+        ("TENSOR_BACKEND_OUTPUT", {"name": "OUTPUT1", "data": "0,0,0,0", "shape": "4", "dtype": "FP32"}),
+    ]
+
+
+def test_traces_are_written_to_the_file_when_the_server_stops(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    model_repository.add_python_model("add_sub", ADD_SUB, CONFIG)
+    file = tmp_path / "trace.json"
+    flags = (f"--trace-config=triton,file={file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+    server = naiad_server(model_repository.root, args=flags)
+    http = httpclient.InferenceServerClient(server.http_url)
+    assert http.get_trace_settings()["trace_level"] == ["TIMESTAMPS"]
+    for index in range(3):
+        _infer(http, httpclient, f"q{index}")
+    assert not file.exists()
+    assert server.stop() == 0
+    traces = _traces(_entries(file))
+    assert [trace["info"]["request_id"] for trace in traces.values()] == ["q0", "q1", "q2"]
+    assert all(set(ORDER) <= set(trace["stamps"]) and not trace["tensors"] for trace in traces.values())
+
+
+def test_trace_config_flags() -> None:
+    assert parse_trace_config([]) == TraceSettings()
+    assert parse_trace_config(
+        ["triton,file=/tmp/t.json", "level=TIMESTAMPS", "level=TENSORS", "rate=5", "count=-1", "log-frequency=10"]
+    ) == TraceSettings(level=("TIMESTAMPS", "TENSORS"), rate=5, count=-1, log_frequency=10, file="/tmp/t.json")
+    for entry, problem in (
+        ("opentelemetry,url=x", "'triton' mode only"),
+        ("level=LOUD", "OFF, TIMESTAMPS or TENSORS"),
+        ("rate=0", "must be non-zero"),
+        ("count=-5", "Expecting value >= -1"),
+        ("colour=red", "unknown setting 'colour'"),
+        ("level", "expected KEY=VALUE"),
+    ):
+        with pytest.raises(ValueError, match=problem):
+            parse_trace_config([entry])
