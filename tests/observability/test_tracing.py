@@ -20,6 +20,24 @@ from naiad.trace_settings import TraceSettings, parse_trace_config
 from .conftest import ADD_SUB, ADD_SUB_CONFIG
 
 CONFIG = ADD_SUB_CONFIG.format(max_batch_size=0, extra="")
+CALLER = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            inner = pb_utils.InferenceRequest(
+                model_name="add_sub",
+                inputs=[pb_utils.get_input_tensor_by_name(request, name) for name in ("INPUT0", "INPUT1")],
+                requested_output_names=["OUTPUT0", "OUTPUT1"],
+            ).exec()
+            if inner.has_error():
+                raise pb_utils.TritonModelException(inner.error().message())
+            responses.append(pb_utils.InferenceResponse(inner.output_tensors()))
+        return responses
+"""
 ORDER = ("REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
 
 
@@ -229,6 +247,22 @@ def test_traces_are_written_to_the_file_when_the_server_stops(
     traces = _traces(_entries(file))
     assert [trace["info"]["request_id"] for trace in traces.values()] == ["q0", "q1", "q2"]
     assert all(set(ORDER) <= set(trace["stamps"]) and not trace["tensors"] for trace in traces.values())
+
+
+def test_a_request_made_while_serving_a_traced_one_names_its_parent(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    model_repository.add_python_model("add_sub", ADD_SUB, CONFIG)
+    model_repository.add_python_model("caller", CALLER, CONFIG)
+    file = tmp_path / "trace.json"
+    flags = (f"--trace-config=triton,file={file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+    server = naiad_server(model_repository.root, args=flags)
+    _infer(httpclient.InferenceServerClient(server.http_url), httpclient, "outer", model="caller")
+    assert server.stop() == 0
+    infos = {trace["info"]["model_name"]: trace["info"] for trace in _traces(_entries(file)).values()}
+    assert set(infos) == {"caller", "add_sub"}
+    assert "parent_id" not in infos["caller"]
+    assert infos["add_sub"]["parent_id"] == infos["caller"]["id"]
 
 
 def test_trace_config_flags() -> None:
