@@ -157,7 +157,11 @@ class ResponseSender:
                 raise NaiadError("Response sender has been closed.", ErrorCode.INTERNAL)
             if final:
                 self._closed = True
-        self._pipeline(self, ResponseEvent(response, final))
+        event = ResponseEvent(response, final)
+        trace = self.trace
+        if trace is not None:  # as the backend sent it, before any stage holds or reshapes it
+            trace.responded(event)
+        self._pipeline(self, event)
 
     def is_cancelled(self) -> bool:
         """True when the client went away or cancelled the request."""

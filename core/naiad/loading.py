@@ -43,7 +43,6 @@ from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import InstanceRunner, RateLimit
 from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimiter, ResourceNeeds
 from naiad.statistics import ModelStatistics, StatisticsOptions
-from naiad.tracing import TraceStage
 
 if TYPE_CHECKING:
     from naiad.server_handle import ServerHandle
@@ -149,7 +148,7 @@ class VersionLoader:
             statistics=statistics,
         )
         self._scheduler = scheduler = backend.create_scheduler(backend_model, scheduler_context)
-        stages: list[ResponseStage] = [*scheduler.stages(), TraceStage()]
+        stages: list[ResponseStage] = list(scheduler.stages())
         if statistics is not None:
             stages.append(statistics.stage())
         labels = read_labels(config, context.path)

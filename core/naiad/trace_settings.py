@@ -21,7 +21,9 @@ LEVELS = ("TIMESTAMPS", "TENSORS")
 UINT32_MAX = 2**32 - 1
 _INT64 = 2**63
 _LEADING_INTEGER = re.compile(r"\s*([+-]?\d+)")
-CHANGEABLE = ("trace_level", "trace_rate", "trace_count", "log_frequency")
+ZERO_RATE = "Attempting to set invalid trace setting :sample rate must be non-zero"
+CHANGEABLE = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count", "log_frequency": "log_frequency"}
+"""The settings a client may change -> the :class:`TraceSettings` field each sets."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,15 +47,9 @@ class TraceSettings:
             "trace_mode": "triton",
         }
 
-    def value(self, name: str) -> Any:
-        """The value of the setting ``name`` (one of :data:`CHANGEABLE`)."""
-        return {"trace_level": self.level, "trace_rate": self.rate, "trace_count": self.count}.get(
-            name, self.log_frequency
-        )
-
 
 Change = dict[str, Any]
-"""Setting name (one of :data:`CHANGEABLE`) -> its new value, or None: back to the fallback."""
+""":class:`TraceSettings` field -> its new value, or None: back to the fallback."""
 
 
 def http_change(body: object) -> Change:
@@ -63,18 +59,20 @@ def http_change(body: object) -> Change:
         return {}
     raw: dict[str, list[str] | None] = {}
     for name, value in body.items():
-        if name == "trace_level" and value is not None:
+        if name not in CHANGEABLE and name != "trace_file":
+            continue
+        if value is None:
+            raw[name] = None
+        elif name == "trace_level":
             if not isinstance(value, list):
                 raise NaiadError("attempt to access JSON non-array as array")
             if not all(isinstance(item, str) for item in value):
                 raise NaiadError("attempt to access JSON non-string as string")
             raw[name] = value
-        elif name in (*CHANGEABLE, "trace_file") and value is not None:
-            if not isinstance(value, str):
-                raise NaiadError("attempt to access JSON non-string as string")
+        elif isinstance(value, str):
             raw[name] = [value]
-        elif name in (*CHANGEABLE, "trace_file"):
-            raw[name] = None
+        else:
+            raise NaiadError("attempt to access JSON non-string as string")
     return read_change(raw, grpc=False)
 
 
@@ -88,22 +86,22 @@ def read_change(raw: Mapping[str, list[str] | None], *, grpc: bool) -> Change:
     if raw.get("trace_file") is not None:
         raise NaiadError("trace file location can not be updated through network protocol", ErrorCode.UNSUPPORTED)
     change: Change = {}
-    for name in CHANGEABLE:
+    for name, field in CHANGEABLE.items():
         if name not in raw:
             continue
         values = raw[name]
         if values is None:
-            change[name] = None
+            change[field] = None
         elif name == "trace_level":
             level = _level(values)
             if level is not None:
-                change[name] = level
+                change[field] = level
         elif name == "trace_count":
-            change[name] = _count(values[0], grpc=grpc)
+            change[field] = _count(values[0], grpc=grpc)
         else:
-            change[name] = _unsigned(name, values[0])
-    if change.get("trace_rate") == 0:
-        raise invalid_arg("Attempting to set invalid trace setting :sample rate must be non-zero")
+            change[field] = _unsigned(name, values[0])
+    if change.get("rate") == 0:
+        raise invalid_arg(ZERO_RATE)
     return change
 
 
@@ -181,5 +179,5 @@ def parse_trace_config(entries: list[str]) -> TraceSettings:
         except NaiadError as error:
             raise ValueError(f"--trace-config {entry}: {error.message}") from None
     if fields.get("rate") == 0:
-        raise ValueError("--trace-config rate=0: the sample rate must be non-zero")
+        raise ValueError(f"--trace-config rate=0: {ZERO_RATE}")
     return TraceSettings(**fields)

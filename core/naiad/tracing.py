@@ -5,7 +5,8 @@ request of its model, while ``trace_count`` lasts; a request another model makes
 traced one is traced too, with its ``parent_id``). A traced request's sender carries its
 :class:`RequestTrace`, which gathers Triton's timestamps (``time.monotonic_ns``, as Triton's
 steady clock): ``REQUEST_START``, ``QUEUE_START``, ``COMPUTE_START``, ``COMPUTE_INPUT_END``,
-``COMPUTE_OUTPUT_START``, ``COMPUTE_END``, ``INFER_RESPONSE_COMPLETE`` per response and
+``COMPUTE_OUTPUT_START``, ``COMPUTE_END``, ``INFER_RESPONSE_COMPLETE`` per response (as the
+backend sends it: :meth:`~naiad.inference.ResponseSender.send` hands it over) and
 ``REQUEST_END`` (once the final response is sent and the execution over); at level ``TENSORS``
 the request's inputs and each response's outputs too. Collected traces are written as one JSON
 array to ``trace_file`` when the server stops, or with ``log_frequency`` N to ``trace_file.0``,
@@ -26,16 +27,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from naiad.errors import NaiadError
-from naiad.inference import Deliver, ResponseEvent, ResponseSender
-from naiad.trace_settings import CHANGEABLE, Change, TraceSettings
+from naiad.trace_settings import Change, TraceSettings
 
 if TYPE_CHECKING:
-    from naiad.inference import InferenceRequest
+    from naiad.inference import InferenceRequest, ResponseEvent
     from naiad.tensor import Tensor
 
 logger = logging.getLogger(__name__)
-
-_FIELDS = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count", "log_frequency": "log_frequency"}
 
 
 class Tracer:
@@ -65,19 +63,17 @@ class Tracer:
         with self._lock:
             if model:
                 overrides = self._overrides.setdefault(model, {})
-                for name, value in change.items():
+                for field, value in change.items():
                     if value is None:
-                        overrides.pop(_FIELDS[name], None)
+                        overrides.pop(field, None)
                     else:
-                        overrides[_FIELDS[name]] = value
+                        overrides[field] = value
+                if not overrides:  # back to the server's settings, its sampling included
+                    del self._overrides[model]
                 effective = self._effective(model)
-                if effective.rate == 0:  # cannot happen with checked changes; kept as Triton words it
-                    raise NaiadError("Attempting to set invalid trace setting :sample rate must be non-zero")
             else:
                 fields = {
-                    _FIELDS[name]: self._startup.value(name) if value is None else value
-                    for name, value in change.items()
-                    if name in CHANGEABLE
+                    field: getattr(self._startup, field) if value is None else value for field, value in change.items()
                 }
                 self._global = replace(self._global, **fields)
                 effective = self._global
@@ -261,19 +257,6 @@ def _tensor_json(tensor: Tensor) -> dict[str, str]:
     except (NaiadError, TypeError, ValueError):  # on a device, or not readable as numbers
         data = ""
     return {"name": tensor.name, "data": data, "shape": ",".join(map(str, tensor.shape)), "dtype": tensor.datatype}
-
-
-class TraceStage:
-    """The response-pipeline stage that hands a traced request's responses to its trace."""
-
-    def bind(self, forward: Deliver) -> Deliver:
-        def deliver(sender: ResponseSender, event: ResponseEvent) -> None:
-            trace = sender.trace
-            if trace is not None:
-                trace.responded(event)
-            forward(sender, event)
-
-        return deliver
 
 
 def trace_started(requests: Sequence[InferenceRequest]) -> None:
