@@ -166,7 +166,7 @@ class LLMScheduler(Scheduler):
         async for index, output in outputs:
             now = time.monotonic()
             self._metrics.tokens(timer, now, len(output.token_ids), not triton.started, output.num_input_tokens)
-            if now - self._load_read >= LOAD_REFRESH_S:
+            if not triton.started or now - self._load_read >= LOAD_REFRESH_S:  # a request joining counts at once
                 self._load_read = now
                 self._metrics.load(self._engine.stats())
             if output.finish_reason == "abort":

@@ -7,8 +7,8 @@ child process (the same design as vLLM's engine-core process) and speaks to it o
 with small pickled messages (:mod:`~naiad_llm.engines.process_wire`): requests, aborts and the
 server's log level when it changed one way; the other way, once per turn of the child's event loop,
 the outputs every request gained meanwhile, with the engine's load (every 10 ms at most while tokens
-flow, and whenever a request ends). Outputs of a request that arrive before its generator took the
-last one are merged into one. The engine's info, its tokenizer included, comes over once, when the
+flow, and whenever a request starts or ends). Outputs of a request that arrive before its generator
+took the last one are merged into one. The engine's info, its tokenizer included, comes over once, when the
 engine has started.
 
 On the CPU the child keeps to every CPU the server may use but the first (:func:`engine_cpus`): the

@@ -3,7 +3,7 @@ socket FD, its threads kept to the CPUs ``CPUS`` names (``1,2,3``) when given.
 
 It runs the engine on its own event loop, each request as a task, and sends the outputs every
 request gained during one turn of the loop as one message (requests' first outputs first), with the
-engine's load when a request ended or 10 ms have passed. What it logs goes
+engine's load when a request started or ended or 10 ms have passed. What it logs goes
 to the server, which logs it in its own format, file and level. When the server closes the socket
 (it stopped, or it died) the engine stops and the process exits.
 """
@@ -39,7 +39,7 @@ class EngineChild:
         self._first: list[tuple[str, OutputFields]] = []  # requests' first outputs, sent first
         self._pending: list[tuple[str, OutputFields]] = []
         self._flush_scheduled = False
-        self._load_changed = False  # a request ended since the load was last sent
+        self._load_changed = False  # a request started or ended since the load was last sent
         self._load_sent = 0.0  # loop time
         self._done: asyncio.Future[None] | None = None
         self._transport: asyncio.Transport | None = None
@@ -109,8 +109,11 @@ class EngineChild:
         first = True  # a request's first output goes out ahead of the turn's other outputs
         try:
             async for output in self._engine.generate(request):
-                (self._first if first else self._pending).append((request.request_id, output_fields(output)))
-                first = False
+                if first:  # it runs: the load its first output travels with counts it
+                    self._first.append((request.request_id, output_fields(output)))
+                    self._load_changed, first = True, False
+                else:
+                    self._pending.append((request.request_id, output_fields(output)))
                 self._schedule_flush()
         except NaiadError as error:
             self.write(("error", request.request_id, error.message, error.code))
@@ -131,7 +134,9 @@ class EngineChild:
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Send the outputs gained this turn, with the engine's load when a request ended or it is due.
+        """Send the outputs gained this turn, with the engine's load when a request started or ended or
+        it is due.
+
         Requests' first outputs lead, so the server answers them first: a new request's time to first
         token does not wait behind the tokens of every request already streaming."""
         self._flush_scheduled = False
