@@ -3,7 +3,10 @@
 The tiny model of ``naiad_llm.testing`` (built on the spot, no download) on the transformers engine,
 served by two naiad servers from Triton-style repositories. 16 concurrent clients each send their
 share of the requests one after the other, greedy with ``ignore_eos`` so every request produces
-exactly ``--max-tokens`` tokens:
+exactly ``--max-tokens`` tokens. Each length gets its own measurement: 128 tokens (a short chat
+answer; the targets are judged there) and 32, where the requests' round trips weigh four times as
+much (all 16 requests start and end on the same steps, so each round the engine waits, idle, for
+the 16 clients to receive their last token and send their next request):
 
 * served, engine process: each client is a gRPC stream (``ModelStreamInfer``, ``stream: true``) of
   tritonclient's asyncio client, on a connection of its own, to a server whose engine runs in a
@@ -17,11 +20,13 @@ exactly ``--max-tokens`` tokens:
   threads keep to them while it runs, as the engine process's do); "alone, every core" with torch's
   default, one thread per core on any, as the engine gets in the server process.
 
-Each round measures each driver in turn (so load changes on a shared machine hit them alike); the
-report is the median over rounds of output tokens per second and of the median time to first token.
-The server's CPU counts its engine process too.
+A shared machine's speed drifts (the engine alone's own tokens/s varies 1.5x between minutes here),
+so each naiad server is measured right next to its engine alone, in turn first and second, and the
+comparison is the median over rounds of each pair's ratio (and difference of median time to first
+token). The per-driver table gives the medians over rounds of output tokens per second and of the
+median time to first token. The server's CPU counts its engine process too.
 
-    python benchmarks/llm.py [--rounds 3] [--requests 64] [--max-tokens 32]
+    python benchmarks/llm.py [--rounds 3] [--requests 64] [--max-tokens 128 32]
 
 Targets: served tokens/s at least 0.9x the engine alone; time to first token at most 5 ms more.
 The engine alone keeps the machine's cores busy, so on a small machine the served side shares them
@@ -159,7 +164,8 @@ def keep_to(cpus: list[int] | None) -> Iterator[None]:
     threads = [int(thread) for thread in os.listdir("/proc/self/task")]
     everywhere = os.sched_getaffinity(0)
     for thread in threads:
-        os.sched_setaffinity(thread, cpus)
+        with suppress(ProcessLookupError):  # a thread that ended since the listing
+            os.sched_setaffinity(thread, cpus)
     try:
         yield
     finally:
@@ -196,14 +202,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=64, help="requests per measurement, over 16 clients")
-    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument(
+        "--max-tokens", type=int, nargs="+", default=[128, 32], help="each request's length; one table per length"
+    )
     arguments = parser.parse_args()
-    sampling = {"max_tokens": arguments.max_tokens, "temperature": 0, "ignore_eos": True}
     prompts = _prompts(arguments.requests)
-    runs: dict[str, list[Run]] = {"alone": [], "alone, every core": [], "served, engine process": [], "served": []}
     every_core = torch.get_num_threads()
     threads = {"alone": int(child_environment("cpu")["OMP_NUM_THREADS"]), "alone, every core": every_core}
     cpus = {"alone": engine_cpus("cpu"), "alone, every core": None}
+    runs: dict[int, dict[str, list[Run]]] = {}
     with tempfile.TemporaryDirectory() as folder:
         model = build_tiny_model(Path(folder) / "model")
         isolated, inside = Path(folder) / "isolated", Path(folder) / "inside"
@@ -219,23 +226,42 @@ def main() -> None:
                 torch.set_num_threads(count)  # taken by the generation thread the engine starts
                 engines[name] = create_engine(spec.engine, spec.settings)
                 runner.run(engines[name].start())
+            warm_up = {"max_tokens": 32, "temperature": 0, "ignore_eos": True}
             for server in servers.values():
-                served(server, prompts[:CLIENTS], json.dumps(sampling))  # warm-up
+                served(server, prompts[:CLIENTS], json.dumps(warm_up))
             for name, engine in engines.items():
                 with keep_to(cpus[name]):
-                    runner.run(alone(engine, prompts[:CLIENTS], sampling))
-            for _ in range(arguments.rounds):
-                for name, engine in engines.items():
-                    with keep_to(cpus[name]):
-                        runs[name].append(runner.run(alone(engine, prompts, sampling)))
-                for name, server in servers.items():
-                    runs[name].append(served(server, prompts, json.dumps(sampling)))
+                    runner.run(alone(engine, prompts[:CLIENTS], warm_up))
+            for length in arguments.max_tokens:
+                sampling = {"max_tokens": length, "temperature": 0, "ignore_eos": True}
+                runs[length] = {name: [] for name in [*engines, *servers]}
+                for round_number in range(arguments.rounds):
+                    for served_name, alone_name in BASELINES.items():
+                        pair = [alone_name, served_name] if round_number % 2 == 0 else [served_name, alone_name]
+                        for name in pair:
+                            if name in engines:
+                                with keep_to(cpus[name]):
+                                    run = runner.run(alone(engines[name], prompts, sampling))
+                            else:
+                                run = served(servers[name], prompts, json.dumps(sampling))
+                            runs[length][name].append(run)
         finally:
             for engine in engines.values():
                 runner.run(engine.stop())
             runner.close()
             for server in servers.values():
                 server.stop()
+    for length, measured in runs.items():
+        report(measured, f"{arguments.requests} requests of {length} tokens", arguments.rounds)
+    print(
+        f"alone: {threads['alone']} compute threads on CPUs {cpus['alone']}, as naiad gives its engine process "
+        "(one fewer than the CPUs, the first left to the server); "
+        f"alone, every core: torch's default ({threads['alone, every core']}), as the engine gets in the server process"
+    )
+
+
+def report(runs: dict[str, list[Run]], workload: str, rounds: int) -> None:
+    """Print one workload's drivers, then naiad against the engine alone."""
     rows = []
     for name, measured in runs.items():
         throughput = statistics.median(run.tokens_per_s for run in measured)
@@ -244,30 +270,31 @@ def main() -> None:
         clients = statistics.median(run.client_cpu_ms_per_1k for run in measured)
         rows.append((name, throughput, ttft_ms, cpu, clients))
     print_table(
-        f"{CLIENTS} streaming clients, {arguments.requests} requests of {arguments.max_tokens} tokens, "
-        f"tiny model on the transformers engine (median of {arguments.rounds} rounds)",
+        f"{CLIENTS} streaming clients, {workload}, tiny model on the transformers engine (median of {rounds} rounds)",
         ["driver", "tokens/s", "TTFT p50 ms", "server CPU ms / 1k tokens", "client CPU ms / 1k tokens"],
         rows,
     )
-    by_name = {row[0]: row for row in rows}
-    best = by_name["alone, every core"][1]
     comparisons = []
     for name, baseline in BASELINES.items():
-        _, tps, ttft, cpu, clients = by_name[name]
-        _, alone_tps, alone_ttft, alone_cpu, _ = by_name[baseline]
+        pairs = list(zip(runs[name], runs[baseline], runs["alone, every core"], strict=True))
         comparisons.append(
             (
                 name,
                 baseline,
-                tps / alone_tps,
-                tps / best,
-                ttft - alone_ttft,
-                cpu / alone_cpu,
-                (cpu + clients) / alone_cpu,
+                statistics.median(run.tokens_per_s / alone.tokens_per_s for run, alone, _ in pairs),
+                statistics.median(run.tokens_per_s / best.tokens_per_s for run, _, best in pairs),
+                statistics.median(
+                    (statistics.median(run.ttft) - statistics.median(alone.ttft)) * 1e3 for run, alone, _ in pairs
+                ),
+                statistics.median(run.cpu_ms_per_1k / alone.cpu_ms_per_1k for run, alone, _ in pairs),
+                statistics.median(
+                    (run.cpu_ms_per_1k + run.client_cpu_ms_per_1k) / alone.cpu_ms_per_1k for run, alone, _ in pairs
+                ),
             )
         )
     print_table(
-        "naiad against the engine alone with the same threads (targets: >= 0.9x tokens/s, <= 5 ms more TTFT p50)",
+        f"{workload}: naiad against the engine alone with the same threads, measured next to it, median over "
+        "rounds (targets: >= 0.9x tokens/s, <= 5 ms more TTFT p50)",
         [
             "driver",
             "against",
@@ -278,11 +305,6 @@ def main() -> None:
             "CPU ratio with the clients",
         ],
         comparisons,
-    )
-    print(
-        f"alone: {threads['alone']} compute threads on CPUs {cpus['alone']}, as naiad gives its engine process "
-        "(one fewer than the CPUs, the first left to the server); "
-        f"alone, every core: torch's default ({threads['alone, every core']}), as the engine gets in the server process"
     )
 
 
