@@ -26,6 +26,7 @@ from naiad.shared_memory import SharedMemoryRegistry
 from naiad.sinks import LoopInbox, LoopSink, single_response
 from naiad.tensor import Tensor
 from naiad.trace_settings import Change
+from naiad.tracing import FrontendTiming
 
 logger = logging.getLogger(__name__)
 
@@ -193,12 +194,15 @@ class DataPlane:
         outputs: Sequence[RequestedOutput | str] = (),
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
+        frontend: FrontendTiming | None = None,
     ) -> InferenceResponse:
         """Run a request of a non-decoupled model and return its single response (its error raised).
 
         Cancelling the awaiting task cancels the request.
         """
-        event = await self.infer_event(model, inputs, outputs=outputs, request_id=request_id, parameters=parameters)
+        event = await self.infer_event(
+            model, inputs, outputs=outputs, request_id=request_id, parameters=parameters, frontend=frontend
+        )
         return single_response(event, model.name)
 
     async def infer_event(
@@ -209,12 +213,13 @@ class DataPlane:
         outputs: Sequence[RequestedOutput | str] = (),
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
+        frontend: FrontendTiming | None = None,
     ) -> ResponseEvent:
         """:meth:`infer`, returning the model's answer as it came (a frontend that words the model's
         errors apart from its own raises them with :func:`~naiad.sinks.single_response`)."""
         sink = LoopSink(self.inbox)
         request = self.service.submit(
-            model, inputs, sink, outputs=outputs, request_id=request_id, parameters=parameters
+            model, inputs, sink, outputs=outputs, request_id=request_id, parameters=parameters, frontend=frontend
         )
         self.enter()
         try:
@@ -233,11 +238,12 @@ class DataPlane:
         outputs: Sequence[RequestedOutput | str] = (),
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
+        frontend: FrontendTiming | None = None,
     ) -> ResponseStream:
         """Queue a request of any model now (refusals raise here); iterate the stream for its events."""
         sink = LoopSink(self.inbox)
         request = self.service.submit(
-            model, inputs, sink, outputs=outputs, request_id=request_id, parameters=parameters
+            model, inputs, sink, outputs=outputs, request_id=request_id, parameters=parameters, frontend=frontend
         )
         return ResponseStream(self, request, sink)
 

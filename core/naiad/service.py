@@ -27,7 +27,7 @@ from naiad.lifecycle import ModelLifecycle
 from naiad.models import ServingModel
 from naiad.tensor import Tensor
 from naiad.trace_settings import TraceSettings
-from naiad.tracing import Tracer
+from naiad.tracing import FrontendTiming, Tracer
 from naiad.validation import validate_inputs, validate_outputs
 
 SHUTTING_DOWN = "Server not ready: it is shutting down"
@@ -73,6 +73,7 @@ class InferenceService:
         refuse_decoupled: str | None = None,
         cancellation: CancellationToken | None = None,
         parent: InferenceRequest | None = None,
+        frontend: FrontendTiming | None = None,
     ) -> InferenceRequest:
         """Validate a request and queue it; its responses go to ``sink``.
 
@@ -83,7 +84,8 @@ class InferenceService:
         being served on whose behalf this one is made: the new request extends its lineage, is
         refused (INVALID_ARG) when its model is already in that lineage (a cycle that would wait
         on itself), and is cancelled when the parent is, without cancelling the parent. It is
-        admitted while the server shuts down, so that the parent can finish.
+        admitted while the server shuts down, so that the parent can finish. ``frontend``: the
+        timing of the frontend that read the request, for its trace.
         """
         if not self.accepting and parent is None:
             raise unavailable(SHUTTING_DOWN)
@@ -93,7 +95,7 @@ class InferenceService:
         for _ in range(_RETIRED_RETRIES):
             try:
                 return self._submit_to(
-                    model, inputs, sink, outputs, request_id, parameters, cancellation, parent, lineage
+                    model, inputs, sink, outputs, request_id, parameters, cancellation, parent, lineage, frontend
                 )
             except NaiadError:
                 # A version unpublished (reload, unload) between the lookup and the admission refuses;
@@ -104,7 +106,9 @@ class InferenceService:
                 if refuse_decoupled is not None and replacement.signature.decoupled:
                     raise unsupported(refuse_decoupled) from None
                 model = replacement
-        return self._submit_to(model, inputs, sink, outputs, request_id, parameters, cancellation, parent, lineage)
+        return self._submit_to(
+            model, inputs, sink, outputs, request_id, parameters, cancellation, parent, lineage, frontend
+        )
 
     def _submit_to(
         self,
@@ -117,6 +121,7 @@ class InferenceService:
         cancellation: CancellationToken | None,
         parent: InferenceRequest | None,
         lineage: tuple[str, ...],
+        frontend: FrontendTiming | None,
     ) -> InferenceRequest:
         """Validate and admit a request to one resolved version."""
         signature = model.signature
@@ -144,7 +149,7 @@ class InferenceService:
         if parameters:
             _apply_parameters(request, parameters)
         if self.tracer.active or (parent is not None and parent.sender.trace is not None):
-            sender.trace = self.tracer.sample(request, parent)
+            sender.trace = self.tracer.sample(request, parent, frontend)
         if parent is None:
             model.admit(request)
             return request

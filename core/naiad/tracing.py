@@ -8,9 +8,14 @@ steady clock): ``REQUEST_START``, ``QUEUE_START``, ``COMPUTE_START``, ``COMPUTE_
 ``COMPUTE_OUTPUT_START``, ``COMPUTE_END``, ``INFER_RESPONSE_COMPLETE`` per response (as the
 backend sends it: :meth:`~naiad.inference.ResponseSender.send` hands it over) and
 ``REQUEST_END`` (once the final response is sent and the execution over); at level ``TENSORS``
-the request's inputs and each response's outputs too. Collected traces are written as one JSON
-array to ``trace_file`` when the server stops, or with ``log_frequency`` N to ``trace_file.0``,
-``trace_file.1``, ... every N traces (the rest when the server stops).
+the request's inputs and each response's outputs too. A request from a frontend also gets the
+frontend's own moments through its :class:`FrontendTiming`: reading the request
+(``HTTP_RECV_START``/``HTTP_RECV_END``, ``GRPC_WAITREAD_START``/``GRPC_WAITREAD_END``) and writing
+each response (``HTTP_SEND_START``/``HTTP_SEND_END``, ``GRPC_SEND_START``/``GRPC_SEND_END``); its
+trace is complete once the request is released and the frontend has written its last response.
+Collected traces are written as one JSON array to ``trace_file`` when the server stops, or with
+``log_frequency`` N to ``trace_file.0``, ``trace_file.1``, ... every N traces (the rest when the
+server stops).
 """
 
 from __future__ import annotations
@@ -82,8 +87,11 @@ class Tracer:
             )
             return effective
 
-    def sample(self, request: InferenceRequest, parent: InferenceRequest | None) -> RequestTrace | None:
-        """The trace of ``request`` if it is to be traced."""
+    def sample(
+        self, request: InferenceRequest, parent: InferenceRequest | None, frontend: FrontendTiming | None = None
+    ) -> RequestTrace | None:
+        """The trace of ``request`` if it is to be traced (``frontend``: the timing of the frontend
+        that read it, which then reports its writes to the trace)."""
         parent_trace = parent.sender.trace if parent is not None else None
         with self._lock:
             if parent_trace is not None:
@@ -100,7 +108,8 @@ class Tracer:
                     self._spend(owner)
             self._next_id += 1
             trace_id = self._next_id
-        return RequestTrace(self, trace_id, request, settings, parent_trace.id if parent_trace is not None else None)
+        parent_id = parent_trace.id if parent_trace is not None else None
+        return RequestTrace(self, trace_id, request, settings, parent_id, frontend)
 
     def collect(self, trace: RequestTrace) -> None:
         """Keep a finished trace; write a file when ``log_frequency`` traces are in."""
@@ -153,14 +162,67 @@ class Tracer:
             )
 
 
+_FRONTEND_NAMES = {
+    "HTTP": ("HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"),
+    "GRPC": ("GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END"),
+}
+
+
+class FrontendTiming:
+    """A frontend's own moments of one request, for its trace: when it began and finished reading
+    the request, and each response it writes.
+
+    A frontend makes one (:meth:`start`) only while tracing is on, gives it to the submission, calls
+    :meth:`sending` / :meth:`sent` around each write and :meth:`done` once it writes no more (on every
+    path: a trace stays open until then). Nothing is recorded when the request is not traced.
+    """
+
+    __slots__ = ("protocol", "read_end", "read_start", "trace")
+
+    def __init__(self, protocol: str, read_start: int) -> None:
+        self.protocol = protocol
+        self.read_start = read_start
+        self.read_end = read_start
+        self.trace: RequestTrace | None = None
+
+    @classmethod
+    def start(cls, tracer: Tracer, protocol: str, read_start: int | None = None) -> FrontendTiming | None:
+        """A timing for a request of ``protocol`` ("HTTP" or "GRPC") whose reading began at
+        ``read_start`` (now when None), or None while nothing is traced."""
+        if not tracer.active:
+            return None
+        return cls(protocol, time.monotonic_ns() if read_start is None else read_start)
+
+    def received(self) -> None:
+        """The request is read."""
+        self.read_end = time.monotonic_ns()
+
+    def sending(self) -> int:
+        """A write begins: its start, for :meth:`sent`."""
+        return time.monotonic_ns()
+
+    def sent(self, start: int) -> None:
+        """A write that began at ``start`` is done."""
+        if self.trace is not None:
+            self.trace.frontend_sent(start, time.monotonic_ns())
+
+    def done(self) -> None:
+        """The frontend writes nothing more for this request."""
+        if self.trace is not None:
+            self.trace.frontend_done()
+
+
 class RequestTrace:
     """What one traced request gathers; thread-safe (responses and executions may come from any thread)."""
 
     __slots__ = (
         "_ended",
         "_final",
+        "_frontend_open",
         "_info",
         "_lock",
+        "_released",
+        "_send_names",
         "_started",
         "_tracer",
         "events",
@@ -171,7 +233,13 @@ class RequestTrace:
     )
 
     def __init__(
-        self, tracer: Tracer, trace_id: int, request: InferenceRequest, settings: TraceSettings, parent_id: int | None
+        self,
+        tracer: Tracer,
+        trace_id: int,
+        request: InferenceRequest,
+        settings: TraceSettings,
+        parent_id: int | None,
+        frontend: FrontendTiming | None = None,
     ) -> None:
         self._tracer = tracer
         self.id = trace_id
@@ -188,7 +256,15 @@ class RequestTrace:
             self._info["parent_id"] = parent_id
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._started = self._ended = self._final = False
+        self._started = self._ended = self._final = self._released = False
+        self._frontend_open = frontend is not None
+        self._send_names = ("", "")
+        if frontend is not None:
+            frontend.trace = self
+            read_start, read_end, *send = _FRONTEND_NAMES[frontend.protocol]
+            self._send_names = (send[0], send[1])
+            self._stamp(read_start, frontend.read_start)
+            self._stamp(read_end, frontend.read_end)
         self._stamp("REQUEST_START", request.arrival_ns)
         self._stamp("QUEUE_START", time.monotonic_ns())
         if self.tensors:
@@ -226,10 +302,31 @@ class RequestTrace:
         if done:
             self._release()
 
+    def frontend_sent(self, start: int, end: int) -> None:
+        """The frontend wrote a response from ``start`` to ``end``."""
+        send_start, send_end = self._send_names
+        self._stamp(send_start, start)
+        self._stamp(send_end, end)
+
+    def frontend_done(self) -> None:
+        """The frontend writes nothing more: the trace is complete if the request is released too."""
+        with self._lock:
+            if not self._frontend_open:
+                return
+            self._frontend_open = False
+            complete = self._released
+        if complete:
+            self._tracer.collect(self)
+
     def _release(self) -> None:
-        """The request is done with (its final response sent, its execution over): the trace is complete."""
+        """The request is done with (its final response sent, its execution over): the trace is complete
+        unless its frontend has responses still to write."""
         self._stamp("REQUEST_END", time.monotonic_ns())
-        self._tracer.collect(self)
+        with self._lock:
+            self._released = True
+            complete = not self._frontend_open
+        if complete:
+            self._tracer.collect(self)
 
     def entries(self) -> list[dict[str, Any]]:
         """The trace as Triton writes it: the request's model and id, then one entry per event."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import queue
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
 from naiad.trace_settings import TraceSettings, parse_trace_config
 
-from .conftest import ADD_SUB, ADD_SUB_CONFIG
+from .conftest import ADD_SUB, ADD_SUB_CONFIG, STREAM, STREAM_CONFIG
 
 CONFIG = ADD_SUB_CONFIG.format(max_batch_size=0, extra="")
 CALLER = """
@@ -181,6 +182,11 @@ def test_grpc_settings_through_tritonclient(traced: Any) -> None:
     assert "trace" in http.get_server_metadata()["extensions"]
 
 
+def _every_request(file: Path) -> tuple[str, ...]:
+    """Flags that trace every request's timestamps into ``file``."""
+    return (f"--trace-config=triton,file={file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+
+
 def _entries(path: Path) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = json.loads(path.read_text())
     return entries
@@ -236,8 +242,7 @@ def test_traces_are_written_to_the_file_when_the_server_stops(
 ) -> None:
     model_repository.add_python_model("add_sub", ADD_SUB, CONFIG)
     file = tmp_path / "trace.json"
-    flags = (f"--trace-config=triton,file={file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
-    server = naiad_server(model_repository.root, args=flags)
+    server = naiad_server(model_repository.root, args=_every_request(file))
     http = httpclient.InferenceServerClient(server.http_url)
     assert http.get_trace_settings()["trace_level"] == ["TIMESTAMPS"]
     for index in range(3):
@@ -255,14 +260,70 @@ def test_a_request_made_while_serving_a_traced_one_names_its_parent(
     model_repository.add_python_model("add_sub", ADD_SUB, CONFIG)
     model_repository.add_python_model("caller", CALLER, CONFIG)
     file = tmp_path / "trace.json"
-    flags = (f"--trace-config=triton,file={file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
-    server = naiad_server(model_repository.root, args=flags)
+    server = naiad_server(model_repository.root, args=_every_request(file))
     _infer(httpclient.InferenceServerClient(server.http_url), httpclient, "outer", model="caller")
     assert server.stop() == 0
     infos = {trace["info"]["model_name"]: trace["info"] for trace in _traces(_entries(file)).values()}
     assert set(infos) == {"caller", "add_sub"}
     assert "parent_id" not in infos["caller"]
     assert infos["add_sub"]["parent_id"] == infos["caller"]["id"]
+
+
+def _stream(server: ServerProcess, requests: list[tuple[str, str, list[Any]]]) -> None:
+    """Send (model, request id, inputs) on one ModelStreamInfer call; wait for every final response."""
+    answers: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put(error or result))
+    for model, request_id, inputs in requests:
+        client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)
+    finals = 0
+    while finals < len(requests):
+        answer = answers.get(timeout=30)
+        assert not isinstance(answer, InferenceServerException), answer
+        finals += answer.get_response().parameters["triton_final_response"].bool_param
+    client.stop_stream()
+
+
+def test_frontends_stamp_reading_each_request_and_writing_its_responses(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    model_repository.add_python_model("add_sub", ADD_SUB, CONFIG)
+    model_repository.add_python_model("stream", STREAM, STREAM_CONFIG)
+    file = tmp_path / "trace.json"
+    server = naiad_server(model_repository.root, args=_every_request(file))
+    http = httpclient.InferenceServerClient(server.http_url)
+    _infer(http, httpclient, "http-lane")
+    inputs = [httpclient.InferInput(name, [4], "FP32") for name in ("INPUT0", "INPUT1")]
+    for tensor in inputs:
+        tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    http.infer("add_sub", inputs, request_id="http-asgi", request_compression_algorithm="gzip")  # not the lane
+    _infer(grpcclient.InferenceServerClient(server.grpc_url), grpcclient, "grpc-unary")
+    stream_inputs = [grpcclient.InferInput(name, [4], "FP32") for name in ("INPUT0", "INPUT1")]
+    for tensor in stream_inputs:
+        tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    count = grpcclient.InferInput("IN", [1], "INT32")
+    count.set_data_from_numpy(np.array([3], dtype=np.int32))
+    _stream(server, [("add_sub", "grpc-stream", stream_inputs), ("stream", "grpc-decoupled", [count])])
+    body = {"id": "generate", "INPUT0": [0, 1, 2, 3], "INPUT1": [0, 1, 2, 3]}
+    assert httpx.post(f"http://{server.http_url}/v2/models/add_sub/generate", json=body, timeout=30).status_code == 200
+    body = {"id": "generate-stream", "IN": [2]}
+    answer = httpx.post(f"http://{server.http_url}/v2/models/stream/generate_stream", json=body, timeout=30)
+    assert answer.text.count("data:") == 2
+    assert server.stop() == 0
+    traces = {trace["info"]["request_id"]: trace["stamps"] for trace in _traces(_entries(file)).values()}
+    assert set(traces) == {
+        "http-lane", "http-asgi", "grpc-unary", "grpc-stream", "grpc-decoupled", "generate", "generate-stream"
+    }  # fmt: skip
+    writes = {"grpc-decoupled": 4}  # three responses and the empty final one
+    for request_id, stamps in traces.items():
+        prefix = "HTTP" if request_id.startswith(("http", "generate")) else "GRPC"
+        read_start, read_end = ("RECV_START", "RECV_END") if prefix == "HTTP" else ("WAITREAD_START", "WAITREAD_END")
+        assert stamps[f"{prefix}_{read_start}"][0] <= stamps[f"{prefix}_{read_end}"][0] <= stamps["REQUEST_START"][0]
+        sends = list(zip(stamps[f"{prefix}_SEND_START"], stamps[f"{prefix}_SEND_END"], strict=True))
+        assert len(sends) == writes.get(request_id, 1), request_id
+        assert all(start <= end for start, end in sends), request_id
+        assert sends[0][0] >= stamps["INFER_RESPONSE_COMPLETE"][0], request_id
+        assert not any(name.startswith("HTTP" if prefix == "GRPC" else "GRPC") for name in stamps), request_id
 
 
 def test_trace_config_flags() -> None:

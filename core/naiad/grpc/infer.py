@@ -9,6 +9,7 @@ from naiad.grpc import codec
 from naiad.grpc.messages import Encoded, InferRequestMessage
 from naiad.models import ServingModel
 from naiad.protocol import grpc_service_pb2 as pb
+from naiad.tracing import FrontendTiming
 
 DECOUPLED_ON_UNARY = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 
@@ -48,11 +49,18 @@ def decode(dataplane: DataPlane, received: InferRequestMessage, *, unary: bool) 
     return GrpcRequest(message, model, codec.decode_request(message, received.raw, model.name, dataplane.shared_memory))
 
 
-async def model_infer(dataplane: DataPlane, request: GrpcRequest, max_message_size: int) -> Encoded:
+async def model_infer(
+    dataplane: DataPlane, request: GrpcRequest, max_message_size: int, frontend: FrontendTiming | None = None
+) -> Encoded:
     """Run a unary ModelInfer; cancelling the awaiting task cancels the request."""
     decoded = request.decoded
     response = await dataplane.infer(
-        request.model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
+        request.model,
+        decoded.inputs,
+        outputs=decoded.outputs,
+        request_id=decoded.id,
+        parameters=decoded.parameters,
+        frontend=frontend,
     )
     decoded.inputs.clear()  # done with: their memory can go before the outputs are serialized
     encoded = codec.encode_response(

@@ -38,6 +38,7 @@ from naiad.overrides import FILE_PREFIX
 from naiad.protocol import grpc_service_pb2 as pb
 from naiad.restrictions import Restriction, Restrictions
 from naiad.shared_memory import CUDA, SYSTEM
+from naiad.tracing import FrontendTiming
 
 logger = logging.getLogger(__name__)
 
@@ -87,15 +88,22 @@ class InferenceServicer:
 
     async def model_infer(self, requests: Any, context: Any) -> bytes:
         """Read the call's one message, decode it (its raw bytes are dropped here) and run it."""
-        data = await context.read()
-        if not isinstance(data, bytes):
-            raise invalid_arg("ModelInfer needs one ModelInferRequest message; the call carried none")
-        trim_after_call(context, len(data))
-        request = infer.decode(self._dataplane, messages.parse_request(data), unary=True)
-        del data
-        encoded = await infer.model_infer(self._dataplane, request, self._limits.max_message_size)
-        trim_after_call(context, encoded.size)
-        return encoded.join()
+        timing = FrontendTiming.start(self._dataplane.service.tracer, "GRPC")
+        try:
+            data = await context.read()
+            if timing is not None:
+                timing.received()
+            if not isinstance(data, bytes):
+                raise invalid_arg("ModelInfer needs one ModelInferRequest message; the call carried none")
+            trim_after_call(context, len(data))
+            request = infer.decode(self._dataplane, messages.parse_request(data), unary=True)
+            del data
+            encoded = await infer.model_infer(self._dataplane, request, self._limits.max_message_size, timing)
+            trim_after_call(context, encoded.size)
+            return encoded.join()
+        finally:
+            if timing is not None:  # the answer (or the error) is written once the call is done
+                context.add_done_callback(_call_done(timing, timing.sending()))
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest) -> pb.ModelStatisticsResponse:
         body = self._dataplane.model_statistics(request.name, codec.parse_version(request.version))
@@ -285,3 +293,13 @@ def _setting_value(value: Any) -> object:
     """A LogSettings value: its bool, uint32 or string, or None when no field is set."""
     which = value.WhichOneof("parameter_choice")
     return None if which is None else getattr(value, which)
+
+
+def _call_done(timing: FrontendTiming, start: int) -> Callable[[Any], None]:
+    """A call's done callback: its answer, written from ``start``, is out."""
+
+    def done(_context: Any) -> None:
+        timing.sent(start)
+        timing.done()
+
+    return done

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from naiad.inference import ResponseEvent
 from naiad.limits import GrpcLimits
 from naiad.logs import log_unexpected
 from naiad.protocol import grpc_service_pb2 as pb
+from naiad.tracing import FrontendTiming
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +51,24 @@ class _Turn:
     done: asyncio.Future[None]  # resolved once this request has
 
 
+@dataclass(slots=True)
+class _Timed:
+    """A traced request's response and its frontend timing; a None response marks that the request
+    has no more (its frontend is done with it once everything before is written)."""
+
+    response: bytes | None
+    timing: FrontendTiming
+
+
+_Item = bytes | _Timed
+
+
 class _Outbox:
     """Serialized responses on their way to the client, first in first out; at most ``limit``
     wait, and ``pending`` counts them and the one being written."""
 
     def __init__(self, limit: int) -> None:
-        self._items: deque[bytes] = deque()
+        self._items: deque[_Item] = deque()
         self._limit = limit
         self._readable = asyncio.Event()
         self._writable = asyncio.Event()
@@ -62,15 +76,24 @@ class _Outbox:
         self._closed = False
         self.pending = 0
 
-    async def put(self, item: bytes) -> None:
+    async def put(self, item: _Item) -> None:
         while len(self._items) >= self._limit:
             self._writable.clear()
             await self._writable.wait()
+        self.add(item)
+
+    def add(self, item: _Item) -> None:
+        """Queue ``item`` now, beyond the limit if need be (a request's end-of-responses mark)."""
         self._items.append(item)
         self.pending += 1
         self._readable.set()
 
-    async def get(self) -> bytes | None:
+    def drain(self) -> list[_Item]:
+        """What is left unwritten (the call is over)."""
+        items, self._items = list(self._items), deque()
+        return items
+
+    async def get(self) -> _Item | None:
         """The next response, or None once closed and empty."""
         while not self._items:
             if self._closed:
@@ -110,7 +133,10 @@ class StreamSession:
                 response = await self._outbox.get()
                 if response is None:
                     break
-                await write(response)
+                if isinstance(response, _Timed):
+                    await _write_timed(write, response)
+                else:
+                    await write(response)
                 del response  # not kept while waiting for the next one
                 self._outbox.written()
                 self._progress.set()
@@ -119,6 +145,9 @@ class StreamSession:
             for task in (reader, *self._tasks):
                 task.cancel()
             await asyncio.gather(reader, *self._tasks, return_exceptions=True)
+            for item in self._outbox.drain():  # traced requests whose answers were never written
+                if isinstance(item, _Timed) and item.response is None:
+                    item.timing.done()
 
     async def _read(self, read: Read) -> None:
         try:
@@ -126,18 +155,22 @@ class StreamSession:
                 while len(self._tasks) + self._outbox.pending >= self._backlog:
                     self._progress.clear()
                     await self._progress.wait()
+                wait_start = time.monotonic_ns()
                 data = await read()
                 if not isinstance(data, bytes):
                     break
+                timing = FrontendTiming.start(self._dataplane.service.tracer, "GRPC", wait_start)
+                if timing is not None:
+                    timing.received()
                 self._on_message(len(data))
-                self._start(data)
+                self._start(data, timing)
                 del data
             while self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:
             self._outbox.close()
 
-    def _start(self, data: bytes) -> None:
+    def _start(self, data: bytes, timing: FrontendTiming | None) -> None:
         """Decode a request (its inputs copied out of ``data``) and submit it, or answer its error."""
         message = pb.ModelInferRequest()
         try:
@@ -152,6 +185,7 @@ class StreamSession:
                 outputs=decoded.outputs,
                 request_id=decoded.id,
                 parameters=decoded.parameters,
+                frontend=timing,
             )
         except NaiadError as error:
             self._refuse(message, error)
@@ -165,7 +199,8 @@ class StreamSession:
             )
             self._refuse(message, _internal(exc))
         else:
-            self._spawn(self._serve(request, stream, None if request.decoupled else self._take_turn()))
+            traced = timing if timing is not None and timing.trace is not None else None
+            self._spawn(self._serve(request, stream, None if request.decoupled else self._take_turn(), traced))
 
     def _refuse(self, message: pb.ModelInferRequest, error: NaiadError) -> None:
         """Answer a request that could not start: its id and the error, in request order."""
@@ -186,7 +221,7 @@ class StreamSession:
         self._tasks.discard(task)
         self._progress.set()
 
-    async def _send(self, response: bytes, turn: _Turn | None) -> None:
+    async def _send(self, response: _Item, turn: _Turn | None) -> None:
         """Queue a response; an in-order one waits until the previous in-order one is queued."""
         if turn is not None and turn.previous is not None:
             await turn.previous
@@ -199,7 +234,10 @@ class StreamSession:
             if not turn.done.done():
                 turn.done.set_result(None)
 
-    async def _serve(self, request: GrpcRequest, stream: ResponseStream, turn: _Turn | None) -> None:
+    async def _serve(
+        self, request: GrpcRequest, stream: ResponseStream, turn: _Turn | None, timing: FrontendTiming | None
+    ) -> None:
+        """Queue the request's responses as they come (with ``timing``, its trace's frontend timing)."""
         try:
             try:
                 events = cast(AsyncGenerator[ResponseEvent, None], stream.events())
@@ -207,9 +245,10 @@ class StreamSession:
                     async for event in events:
                         response = self._encode(request, event)
                         if response is not None:
-                            await self._send(response, turn)
+                            await self._send(response if timing is None else _Timed(response, timing), turn)
             except NaiadError as error:
-                await self._send(_error_response(request, error), turn)
+                response = _error_response(request, error)
+                await self._send(response if timing is None else _Timed(response, timing), turn)
             except Exception as exc:
                 log_unexpected(
                     logger,
@@ -218,8 +257,11 @@ class StreamSession:
                     request.model.version,
                     error=exc,
                 )
-                await self._send(_error_response(request, _internal(exc)), turn)
+                response = _error_response(request, _internal(exc))
+                await self._send(response if timing is None else _Timed(response, timing), turn)
         finally:
+            if timing is not None:
+                self._outbox.add(_Timed(None, timing))
             stream.close()  # the task may be cancelled before it iterated at all
             if turn is not None and not turn.done.done():
                 turn.done.set_result(None)
@@ -256,6 +298,17 @@ def _stream_response(request: GrpcRequest, event: ResponseEvent) -> Encoded | No
         in_shared_memory=request.decoded.in_shared_memory,
     )
     return codec.stream_response(message)
+
+
+async def _write_timed(write: Write, item: _Timed) -> None:
+    """Write a traced request's response, its frontend timing stamping the write; or, for its
+    end-of-responses mark, tell the timing the frontend is done."""
+    if item.response is None:
+        item.timing.done()
+        return
+    start = item.timing.sending()
+    await write(item.response)
+    item.timing.sent(start)
 
 
 def _error_response(request: GrpcRequest, error: NaiadError) -> bytes:

@@ -31,9 +31,11 @@ from naiad.http.repository import repository_routes
 from naiad.http.router import HttpRouter
 from naiad.http.shared_memory import shared_memory_routes
 from naiad.http.status import error_response
+from naiad.http.traced import traced
 from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
 from naiad.restrictions import Restrictions
+from naiad.tracing import FrontendTiming
 
 logger = logging.getLogger(__name__)
 
@@ -100,23 +102,33 @@ def build_app(
         raise AssertionError("InferRouter answers every POST to an infer path")
 
     async def generate(request: Request) -> Response:
+        timing = FrontendTiming.start(dataplane.service.tracer, "HTTP")
         try:
-            decoded = await _decode_generate(dataplane, request)
-            stream = open_generate(dataplane, decoded)
+            decoded = await _decode_generate(dataplane, request, timing)
+            stream = open_generate(dataplane, decoded, timing)
             status, document = await until_disconnected(request.receive, generate_once(decoded, stream))
         except NaiadError as error:
-            return error_response(error)
-        return Response(render(document), status_code=status, media_type=_JSON)
+            return traced(error_response(error), timing)
+        except BaseException:
+            if timing is not None:
+                timing.done()
+            raise
+        return traced(Response(render(document), status_code=status, media_type=_JSON), timing)
 
     async def generate_stream(request: Request) -> Response:
+        timing = FrontendTiming.start(dataplane.service.tracer, "HTTP")
         try:
-            decoded = await _decode_generate(dataplane, request)
-            stream = open_generate(dataplane, decoded)
+            decoded = await _decode_generate(dataplane, request, timing)
+            stream = open_generate(dataplane, decoded, timing)
             events, first = await until_disconnected(request.receive, first_event(stream))
         except NaiadError as error:
-            return error_response(error)
+            return traced(error_response(error), timing)
+        except BaseException:
+            if timing is not None:
+                timing.done()
+            raise
         body = generate_events(decoded, events, first)
-        return StreamingResponse(body, status_code=stream_status(first), media_type=_EVENT_STREAM)
+        return traced(StreamingResponse(body, status_code=stream_status(first), media_type=_EVENT_STREAM), timing)
 
     model_routes = [
         ("/ready", model_ready, "GET"),
@@ -165,11 +177,14 @@ def build_app(
     return HttpRouter(dataplane, fallback, limits or HttpLimits(), restrictions or Restrictions())
 
 
-async def _decode_generate(dataplane: DataPlane, request: Request) -> GenerateRequest:
+async def _decode_generate(dataplane: DataPlane, request: Request, timing: FrontendTiming | None) -> GenerateRequest:
     model = dataplane.service.resolve(request.path_params["model"], _version(request))
     if request.headers.get("content-encoding", "identity") != "identity":
         raise invalid_arg("Unsupported content-encoding, only 'identity' is supported.")
-    return decode_generate(model, await request.body())
+    body = await request.body()
+    if timing is not None:
+        timing.received()
+    return decode_generate(model, body)
 
 
 def _route_error_type(path: str, status: int) -> str:

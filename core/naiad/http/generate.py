@@ -22,6 +22,7 @@ from naiad.http.codec import flatten, json_numbers, load_json, parse_error, refu
 from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent
 from naiad.models import InputSpec, ServingModel
 from naiad.tensor import Tensor
+from naiad.tracing import FrontendTiming
 
 EventStream = AsyncGenerator[ResponseEvent, None]
 ONE_RESPONSE_EXPECTED = (
@@ -134,9 +135,11 @@ def _output_value(tensor: Tensor) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-def open_generate(dataplane: DataPlane, request: GenerateRequest) -> ResponseStream:
+def open_generate(dataplane: DataPlane, request: GenerateRequest, frontend: FrontendTiming | None) -> ResponseStream:
     """Queue a generate request (refusals raise here)."""
-    return dataplane.open_stream(request.model, request.inputs, request_id=request.id, parameters=request.parameters)
+    return dataplane.open_stream(
+        request.model, request.inputs, request_id=request.id, parameters=request.parameters, frontend=frontend
+    )
 
 
 async def generate_once(request: GenerateRequest, stream: ResponseStream) -> tuple[int, dict[str, Any]]:

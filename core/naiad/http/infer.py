@@ -27,6 +27,7 @@ from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
 from naiad.models import ServingModel
 from naiad.sinks import single_response
+from naiad.tracing import FrontendTiming
 
 logger = logging.getLogger(__name__)
 
@@ -53,30 +54,38 @@ async def serve_infer(
     version: str,
 ) -> None:
     """Answer one infer request; a body left unread, or a server shutting down, closes the connection."""
+    timing = FrontendTiming.start(dataplane.service.tracer, "HTTP")
     headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
     state = BodyState.of(headers)
     channel = channel_of(scope)
     try:
-        status, response_headers, body = await infer(
-            dataplane, limits, watch, headers, state, receive, channel, model, version
-        )
-    except BodyError as error:
-        status, response_headers, body = error.status, JSON_HEADERS, [error_body(error.message)]
-    except NaiadError as error:
-        status, response_headers, body = http_status(error.code), JSON_HEADERS, [error_body(error.message)]
-    except Exception as error:
-        log_unexpected(
-            logger,
-            "unexpected error serving an inference request for model '%s' version '%s'",
-            model,
-            version,
-            error=error,
-        )
-        status, response_headers = 500, JSON_HEADERS
-        body = [error_body(f"internal server error: {type(error).__name__}: {error}")]
-    if state.unread or dataplane.state is ServerState.EXITING:
-        response_headers = [*response_headers, CLOSE]
-    await respond(send, status, response_headers, body, channel)
+        try:
+            status, response_headers, body = await infer(
+                dataplane, limits, watch, headers, state, receive, channel, model, version, timing
+            )
+        except BodyError as error:
+            status, response_headers, body = error.status, JSON_HEADERS, [error_body(error.message)]
+        except NaiadError as error:
+            status, response_headers, body = http_status(error.code), JSON_HEADERS, [error_body(error.message)]
+        except Exception as error:
+            log_unexpected(
+                logger,
+                "unexpected error serving an inference request for model '%s' version '%s'",
+                model,
+                version,
+                error=error,
+            )
+            status, response_headers = 500, JSON_HEADERS
+            body = [error_body(f"internal server error: {type(error).__name__}: {error}")]
+        if state.unread or dataplane.state is ServerState.EXITING:
+            response_headers = [*response_headers, CLOSE]
+        sending = timing.sending() if timing is not None else 0
+        await respond(send, status, response_headers, body, channel)
+        if timing is not None:
+            timing.sent(sending)
+    finally:
+        if timing is not None:
+            timing.done()
 
 
 async def infer(
@@ -89,10 +98,13 @@ async def infer(
     channel: DirectChannel | None,
     name: str,
     version: str,
+    timing: FrontendTiming | None = None,
 ) -> tuple[int, list[tuple[bytes, bytes]], list[bytes | memoryview]]:
     """Run one infer request; returns status, headers and the body's parts."""
     body = await read_body(receive, state, limits.max_input_size, watch, _refusal(headers))
     body = await decompress(body, headers.get("content-encoding"), limits.max_input_size)
+    if timing is not None:
+        timing.received()
     try:
         model = dataplane.service.resolve(name, version, refuse_decoupled=DECOUPLED_ON_HTTP)
     except NaiadError as error:
@@ -101,7 +113,12 @@ async def infer(
     decoded = codec.decode_request(body, length, name, model.signature, limits.max_input_size, dataplane.shared_memory)
     del body  # the tensors hold views of it
     inference = dataplane.infer_event(
-        model, decoded.inputs, outputs=decoded.outputs, request_id=decoded.id, parameters=decoded.parameters
+        model,
+        decoded.inputs,
+        outputs=decoded.outputs,
+        request_id=decoded.id,
+        parameters=decoded.parameters,
+        frontend=timing,
     )
     event = await until_disconnected(receive, inference, channel)
     decoded.inputs = []  # the request's data is no longer needed while the response is encoded and sent

@@ -32,6 +32,7 @@ from naiad.inference import InferenceRequest, ResponseEvent
 from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
 from naiad.sinks import single_response
+from naiad.tracing import FrontendTiming
 
 if TYPE_CHECKING:
     from naiad.http.connections import LimitedHttpToolsProtocol
@@ -100,6 +101,7 @@ class FastInfer:
         "_request",
         "_serving",
         "_timer",
+        "_timing",
         "_version",
         "disconnected",
         "keep_alive",
@@ -127,6 +129,7 @@ class FastInfer:
         self._serving: Any = None  # the model version the request went to
         self._decoded: codec.DecodedRequest | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._timing = FrontendTiming.start(lane.dataplane.service.tracer, "HTTP")
         self.response_started = self.response_complete = self.disconnected = False
         self.keep_alive = True
         if length:
@@ -160,6 +163,8 @@ class FastInfer:
     def complete(self) -> None:
         """The whole body is here: decode and queue the request, or answer its error."""
         self._cancel_timer()
+        if self._timing is not None:
+            self._timing.received()
         lane = self._lane
         dataplane = lane.dataplane
         try:
@@ -185,6 +190,7 @@ class FastInfer:
                     outputs=decoded.outputs,
                     request_id=decoded.id,
                     parameters=decoded.parameters,
+                    frontend=self._timing,
                 )
             except BaseException:
                 dataplane.leave()
@@ -203,6 +209,7 @@ class FastInfer:
         self._lane.dataplane.leave()
         self._request = None
         if self.disconnected:
+            self._timing_done()
             return
         model, decoded = self._serving, self._decoded
         assert decoded is not None
@@ -245,9 +252,15 @@ class FastInfer:
         message = f"internal server error: {type(error).__name__}: {error}"
         self._respond(500, JSON_HEADERS, [error_body(message)])
 
+    def _timing_done(self) -> None:
+        if self._timing is not None:
+            self._timing.done()
+            self._timing = None
+
     def _respond(self, status: int, headers: list[tuple[bytes, bytes]], body: list[bytes | memoryview]) -> None:
         protocol = self._protocol()
         if self.response_started or self.disconnected or protocol is None:
+            self._timing_done()
             return
         if self._lane.dataplane.state is ServerState.EXITING:
             headers = [*headers, CLOSE]
@@ -258,7 +271,13 @@ class FastInfer:
         self._decoded = self._request = self._serving = None
         self._body = bytearray()
         transport = protocol.transport
-        transport.write(data)
+        if self._timing is None:
+            transport.write(data)
+        else:
+            start = self._timing.sending()
+            transport.write(data)
+            self._timing.sent(start)
+            self._timing_done()
         self.response_started = self.response_complete = True
         if closing:
             self.keep_alive = False
