@@ -32,7 +32,13 @@ PER_MODEL = {
     "nv_inference_compute_output_duration_us": ("counter", set()),
     "nv_model_load_duration_secs": ("gauge", set()),
 }
-SERVER_WIDE = {"nv_cpu_utilization": "gauge", "nv_cpu_memory_total_bytes": "gauge", "nv_cpu_memory_used_bytes": "gauge"}
+SERVER_WIDE = {
+    "nv_pinned_memory_pool_total_bytes": "gauge",
+    "nv_pinned_memory_pool_used_bytes": "gauge",
+    "nv_cpu_utilization": "gauge",
+    "nv_cpu_memory_total_bytes": "gauge",
+    "nv_cpu_memory_used_bytes": "gauge",
+}
 SUMMARIES = (
     "nv_inference_request_summary_us",
     "nv_inference_queue_summary_us",
@@ -66,6 +72,8 @@ def test_families_types_and_labels_match_metrics_md(server: ServerProcess) -> No
     for name, kind in SERVER_WIDE.items():
         assert families[name].type == kind
         assert [sample.labels for sample in families[name].samples] == [{}]
+    pools = ("nv_pinned_memory_pool_total_bytes", "nv_pinned_memory_pool_used_bytes")
+    assert [families[name].samples[0].value for name in pools] == [0, 0]  # no pinned pool, as Triton's CPU build
     utilization = families["nv_cpu_utilization"].samples[0].value
     assert 0.0 <= utilization <= 1.0
     assert (

@@ -1,4 +1,6 @@
-"""Server-wide gauges polled every ``--metrics-interval-ms``: CPU, RAM and (with NVML) each GPU."""
+"""Server-wide gauges polled every ``--metrics-interval-ms``: CPU, RAM and (with NVML) each GPU; and
+Triton's pinned-memory pool gauges, which are 0: naiad keeps no pinned pool (as Triton's CPU build
+reports them)."""
 
 from __future__ import annotations
 
@@ -132,6 +134,8 @@ class SystemMetrics:
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             utilization, memory, gpus = self._utilization, self._memory, dict(self._gpu)
+        yield _gauge("nv_pinned_memory_pool_total_bytes", "Pinned memory pool total memory size, in bytes", 0)
+        yield _gauge("nv_pinned_memory_pool_used_bytes", "Pinned memory pool used memory size, in bytes", 0)
         if self._cpu:
             yield _gauge("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", utilization)
             if memory is not None:
