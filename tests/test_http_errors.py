@@ -202,6 +202,9 @@ def test_exception_in_execute_is_a_500_for_that_request_only(
     ("method", "path", "status", "content_type"),
     [  # the content types Triton 2.51 answers these with
         ("GET", "/v2/nothing/here", 404, "text/plain"),
+        ("GET", "/v2/models/add_sub/config/", 404, "text/plain"),  # a trailing slash: no redirect
+        ("GET", "/v2/health/live/", 404, "text/plain"),
+        ("POST", "/v2/repository/index/", 404, "text/plain"),
         ("GET", "/v2/models/add_sub/infer", 405, "text/plain"),
         ("POST", "/v2/health/live", 405, "text/plain"),
         ("POST", "/v2/models/add_sub/ready", 405, "text/plain"),
@@ -222,6 +225,15 @@ def test_unknown_path_and_wrong_method(
         content_type,
         json.dumps({"error": error}, separators=(",", ":")).encode(),
     )
+    connection.close()
+
+
+@pytest.mark.parametrize("path", ["/v2/health/live", "/v2/health/ready", "/v2/models/add_sub/ready"])
+def test_an_empty_200_is_text(core_server: ServerProcess, path: str) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", core_server.http_port, timeout=30)
+    connection.request("GET", path)
+    response = connection.getresponse()
+    assert (response.status, response.getheader("content-type"), response.read()) == (200, "text/plain", b"")
     connection.close()
 
 

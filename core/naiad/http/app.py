@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 _JSON = "application/json"
 _TEXT = "text/plain"
 _EVENT_STREAM = "text/event-stream; charset=utf-8"
-_EMPTY_OK = Response(b"", status_code=200)
+_EMPTY_OK = Response(b"", status_code=200, headers={"content-type": _TEXT})  # as Triton answers
 _EXITING = JSONResponse({"error": "Server not ready: it is shutting down"}, status_code=503)
 
 
@@ -174,6 +174,7 @@ def build_app(
         routes=routes,
         exception_handlers={HTTPException: http_error, BodyError: body_error, Exception: unexpected_error},
     )
+    fallback.router.redirect_slashes = False  # Triton answers a path with a trailing slash 404, not a redirect
     return HttpRouter(dataplane, fallback, limits or HttpLimits(), restrictions or Restrictions())
 
 
