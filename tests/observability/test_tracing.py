@@ -71,11 +71,16 @@ def _post(server: ServerProcess, path: str, body: bytes) -> tuple[int, Any]:
     return response.status_code, response.json()
 
 
-def _infer(client: Any, module: Any, request_id: str, model: str = "add_sub") -> None:
+def _add_sub_inputs(module: Any) -> list[Any]:
+    """add_sub's two inputs, 0..3 each, as ``module`` (tritonclient.http or .grpc) builds them."""
     inputs = [module.InferInput(name, [4], "FP32") for name in ("INPUT0", "INPUT1")]
     for tensor in inputs:
         tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
-    client.infer(model, inputs, request_id=request_id)
+    return inputs
+
+
+def _infer(client: Any, module: Any, request_id: str, model: str = "add_sub") -> None:
+    client.infer(model, _add_sub_inputs(module), request_id=request_id)
 
 
 def _reset(server: ServerProcess) -> None:
@@ -182,9 +187,19 @@ def test_grpc_settings_through_tritonclient(traced: Any) -> None:
     assert "trace" in http.get_server_metadata()["extensions"]
 
 
-def _every_request(file: Path) -> tuple[str, ...]:
-    """Flags that trace every request's timestamps into ``file``."""
-    return (f"--trace-config=triton,file={file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+def _tracing_every_request(
+    repository: ModelRepositoryBuilder,
+    naiad_server: Callable[..., ServerProcess],
+    file: Path,
+    **models: tuple[str, str],
+) -> ServerProcess:
+    """A server over add_sub and ``models`` (name -> model.py, config) tracing every request's
+    timestamps into ``file``."""
+    for name, (source, config) in {"add_sub": (ADD_SUB, CONFIG), **models}.items():
+        repository.add_python_model(name, source, config)
+    flags = (f"--trace-config=triton,file={file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+    server: ServerProcess = naiad_server(repository.root, args=flags)
+    return server
 
 
 def _entries(path: Path) -> list[dict[str, Any]]:
@@ -240,9 +255,8 @@ def test_every_nth_request_is_traced_while_the_count_lasts(traced: Any) -> None:
 def test_traces_are_written_to_the_file_when_the_server_stops(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:
-    model_repository.add_python_model("add_sub", ADD_SUB, CONFIG)
     file = tmp_path / "trace.json"
-    server = naiad_server(model_repository.root, args=_every_request(file))
+    server = _tracing_every_request(model_repository, naiad_server, file)
     http = httpclient.InferenceServerClient(server.http_url)
     assert http.get_trace_settings()["trace_level"] == ["TIMESTAMPS"]
     for index in range(3):
@@ -257,10 +271,8 @@ def test_traces_are_written_to_the_file_when_the_server_stops(
 def test_a_request_made_while_serving_a_traced_one_names_its_parent(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:
-    model_repository.add_python_model("add_sub", ADD_SUB, CONFIG)
-    model_repository.add_python_model("caller", CALLER, CONFIG)
     file = tmp_path / "trace.json"
-    server = naiad_server(model_repository.root, args=_every_request(file))
+    server = _tracing_every_request(model_repository, naiad_server, file, caller=(CALLER, CONFIG))
     _infer(httpclient.InferenceServerClient(server.http_url), httpclient, "outer", model="caller")
     assert server.stop() == 0
     infos = {trace["info"]["model_name"]: trace["info"] for trace in _traces(_entries(file)).values()}
@@ -287,20 +299,14 @@ def _stream(server: ServerProcess, requests: list[tuple[str, str, list[Any]]]) -
 def test_frontends_stamp_reading_each_request_and_writing_its_responses(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:
-    model_repository.add_python_model("add_sub", ADD_SUB, CONFIG)
-    model_repository.add_python_model("stream", STREAM, STREAM_CONFIG)
     file = tmp_path / "trace.json"
-    server = naiad_server(model_repository.root, args=_every_request(file))
+    server = _tracing_every_request(model_repository, naiad_server, file, stream=(STREAM, STREAM_CONFIG))
     http = httpclient.InferenceServerClient(server.http_url)
     _infer(http, httpclient, "http-lane")
-    inputs = [httpclient.InferInput(name, [4], "FP32") for name in ("INPUT0", "INPUT1")]
-    for tensor in inputs:
-        tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    inputs = _add_sub_inputs(httpclient)
     http.infer("add_sub", inputs, request_id="http-asgi", request_compression_algorithm="gzip")  # not the lane
     _infer(grpcclient.InferenceServerClient(server.grpc_url), grpcclient, "grpc-unary")
-    stream_inputs = [grpcclient.InferInput(name, [4], "FP32") for name in ("INPUT0", "INPUT1")]
-    for tensor in stream_inputs:
-        tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    stream_inputs = _add_sub_inputs(grpcclient)
     count = grpcclient.InferInput("IN", [1], "INT32")
     count.set_data_from_numpy(np.array([3], dtype=np.int32))
     _stream(server, [("add_sub", "grpc-stream", stream_inputs), ("stream", "grpc-decoupled", [count])])

@@ -245,10 +245,9 @@ class StreamSession:
                     async for event in events:
                         response = self._encode(request, event)
                         if response is not None:
-                            await self._send(response if timing is None else _Timed(response, timing), turn)
+                            await self._send(_with_timing(response, timing), turn)
             except NaiadError as error:
-                response = _error_response(request, error)
-                await self._send(response if timing is None else _Timed(response, timing), turn)
+                await self._send(_with_timing(_error_response(request, error), timing), turn)
             except Exception as exc:
                 log_unexpected(
                     logger,
@@ -257,8 +256,7 @@ class StreamSession:
                     request.model.version,
                     error=exc,
                 )
-                response = _error_response(request, _internal(exc))
-                await self._send(response if timing is None else _Timed(response, timing), turn)
+                await self._send(_with_timing(_error_response(request, _internal(exc)), timing), turn)
         finally:
             if timing is not None:
                 self._outbox.add(_Timed(None, timing))
@@ -298,6 +296,11 @@ def _stream_response(request: GrpcRequest, event: ResponseEvent) -> Encoded | No
         in_shared_memory=request.decoded.in_shared_memory,
     )
     return codec.stream_response(message)
+
+
+def _with_timing(response: bytes, timing: FrontendTiming | None) -> _Item:
+    """A response as the outbox takes it: with its request's frontend timing when it is traced."""
+    return response if timing is None else _Timed(response, timing)
 
 
 async def _write_timed(write: Write, item: _Timed) -> None:

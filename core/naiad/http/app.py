@@ -31,7 +31,7 @@ from naiad.http.repository import repository_routes
 from naiad.http.router import HttpRouter
 from naiad.http.shared_memory import shared_memory_routes
 from naiad.http.status import error_response
-from naiad.http.traced import traced
+from naiad.http.traced import traced_endpoint
 from naiad.limits import HttpLimits
 from naiad.logs import log_unexpected
 from naiad.restrictions import Restrictions
@@ -101,41 +101,31 @@ def build_app(
     async def infer_routed_elsewhere(request: Request) -> Response:
         raise AssertionError("InferRouter answers every POST to an infer path")
 
-    async def generate(request: Request) -> Response:
-        timing = FrontendTiming.start(dataplane.service.tracer, "HTTP")
+    async def generate(request: Request, timing: FrontendTiming | None) -> Response:
         try:
             decoded = await _decode_generate(dataplane, request, timing)
             stream = open_generate(dataplane, decoded, timing)
             status, document = await until_disconnected(request.receive, generate_once(decoded, stream))
         except NaiadError as error:
-            return traced(error_response(error), timing)
-        except BaseException:
-            if timing is not None:
-                timing.done()
-            raise
-        return traced(Response(render(document), status_code=status, media_type=_JSON), timing)
+            return error_response(error)
+        return Response(render(document), status_code=status, media_type=_JSON)
 
-    async def generate_stream(request: Request) -> Response:
-        timing = FrontendTiming.start(dataplane.service.tracer, "HTTP")
+    async def generate_stream(request: Request, timing: FrontendTiming | None) -> Response:
         try:
             decoded = await _decode_generate(dataplane, request, timing)
             stream = open_generate(dataplane, decoded, timing)
             events, first = await until_disconnected(request.receive, first_event(stream))
         except NaiadError as error:
-            return traced(error_response(error), timing)
-        except BaseException:
-            if timing is not None:
-                timing.done()
-            raise
+            return error_response(error)
         body = generate_events(decoded, events, first)
-        return traced(StreamingResponse(body, status_code=stream_status(first), media_type=_EVENT_STREAM), timing)
+        return StreamingResponse(body, status_code=stream_status(first), media_type=_EVENT_STREAM)
 
     model_routes = [
         ("/ready", model_ready, "GET"),
         ("/config", model_config, "GET"),
         ("/infer", infer_routed_elsewhere, "POST"),  # POSTs never get here; other methods get 405
-        ("/generate", generate, "POST"),
-        ("/generate_stream", generate_stream, "POST"),
+        ("/generate", traced_endpoint(dataplane.service.tracer, generate), "POST"),
+        ("/generate_stream", traced_endpoint(dataplane.service.tracer, generate_stream), "POST"),
         ("", model_metadata, "GET"),
     ]
     routes = [

@@ -271,12 +271,10 @@ class FastInfer:
         self._decoded = self._request = self._serving = None
         self._body = bytearray()
         transport = protocol.transport
-        if self._timing is None:
-            transport.write(data)
-        else:
-            start = self._timing.sending()
-            transport.write(data)
-            self._timing.sent(start)
+        sending = self._timing.sending() if self._timing is not None else 0
+        transport.write(data)
+        if self._timing is not None:
+            self._timing.sent(sending)
             self._timing_done()
         self.response_started = self.response_complete = True
         if closing:
