@@ -90,6 +90,16 @@ def test_missing_input(client: httpclient.InferenceServerClient) -> None:
     _assert_still_serving(client)
 
 
+def test_a_misnamed_input_is_named_as_in_triton(client: httpclient.InferenceServerClient) -> None:
+    misnamed = httpclient.InferInput("INPUT9", [4], "FP32")
+    misnamed.set_data_from_numpy(np.ones(4, dtype=np.float32))
+    with pytest.raises(InferenceServerException) as caught:  # as many inputs as the model takes
+        client.infer("add_sub", [_inputs([4], [4])[0], misnamed])
+    assert caught.value.status() == "400"
+    assert caught.value.message() == "unexpected inference input 'INPUT9' for model 'add_sub'"
+    _assert_still_serving(client)
+
+
 def test_an_extra_input_with_none_missing_is_worded_as_in_triton(client: httpclient.InferenceServerClient) -> None:
     extra = httpclient.InferInput("X", [1], "FP32")
     extra.set_data_from_numpy(np.ones(1, dtype=np.float32))

@@ -64,6 +64,24 @@ input [ { name: "H" data_type: TYPE_FP16 dims: [ 1 ] } ]
 output [ { name: "H_OUT" data_type: TYPE_FP16 dims: [ 1 ] } ]
 """
 
+ECHO_TEXT = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("S_OUT", pb_utils.get_input_tensor_by_name(r, "S").as_numpy())])
+            for r in requests
+        ]
+"""
+
+ECHO_TEXT_CONFIG = """
+backend: "python"
+input [ { name: "S" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "S_OUT" data_type: TYPE_STRING dims: [ -1 ] } ]
+"""
+
 DECOUPLED = """
 backend: "python"
 model_transaction_policy { decoupled: true }
@@ -122,6 +140,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("json_values") / "models")
     repository.add_python_model("echo_types", ECHO_TYPES, ECHO_TYPES_CONFIG)
     repository.add_python_model("echo_half", ECHO_HALF, ECHO_HALF_CONFIG)
+    repository.add_python_model("echo_text", ECHO_TEXT, ECHO_TEXT_CONFIG)
     for name, sends in SENDS.items():
         body = "\n".join(" " * 12 + send for send in sends)
         repository.add_python_model(name, SENDER.replace("{sends}", body), DECOUPLED)
@@ -411,3 +430,21 @@ def test_an_fp16_output_asked_for_as_json_is_refused_as_triton_refuses_it(server
         "text/plain",
         '{"error":"sending FP16 data via JSON is not supported. Please use the binary data format for output"}',
     )
+
+
+def test_text_is_written_in_utf8_as_triton_writes_it(server: ServerProcess) -> None:
+    """Byte for byte what Triton 2.51 answered: UTF-8 text, control characters escaped, DEL as is."""
+    texts = ["\u00e9\U0001f600", 'a"b\u0001\u007f']
+    body = {"inputs": [{"name": "S", "shape": [2], "datatype": "BYTES", "data": texts}]}
+    answer = _post(server, "echo_text/infer", body)
+    assert answer.status_code == 200
+    assert answer.content.endswith(b'"data":["\xc3\xa9\xf0\x9f\x98\x80","a\\"b\\u0001\x7f"]}]}')
+    assert json.loads(answer.content)["outputs"][0]["data"] == texts
+
+    misnamed = {"inputs": [{"name": "S\u00e9", "shape": [1], "datatype": "BYTES", "data": ["x"]}]}
+    refused = _post(server, "echo_text/infer", misnamed)
+    assert refused.status_code == 400
+    assert refused.content == b"{\"error\":\"unexpected inference input 'S\xc3\xa9' for model 'echo_text'\"}"
+
+    generated = _post(server, "echo_text/generate", {"S": ["\u00e9"]})
+    assert generated.content == b'{"S_OUT":"\xc3\xa9","model_name":"echo_text","model_version":"1"}'

@@ -85,6 +85,15 @@ def test_missing_input(client: grpcclient.InferenceServerClient) -> None:
     _assert_still_serving(client)
 
 
+def test_a_misnamed_input_is_named_as_in_triton(client: grpcclient.InferenceServerClient) -> None:
+    misnamed = grpcclient.InferInput("INPUT9", [4], "FP32")
+    misnamed.set_data_from_numpy(np.ones(4, dtype=np.float32))
+    error = _refused(client, "add_sub", [_inputs([4], [4])[0], misnamed])  # as many inputs as the model takes
+    assert error.status() == "StatusCode.INVALID_ARGUMENT"
+    assert error.message() == "unexpected inference input 'INPUT9' for model 'add_sub'"
+    _assert_still_serving(client)
+
+
 def test_unknown_output(client: grpcclient.InferenceServerClient) -> None:
     error = _refused(client, "add_sub", _inputs([4], [4]), outputs=[grpcclient.InferRequestedOutput("NOPE")])
     assert error.status() == "StatusCode.INVALID_ARGUMENT"

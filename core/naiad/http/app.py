@@ -22,10 +22,10 @@ from naiad.http.generate import (
     generate_events,
     generate_once,
     open_generate,
-    render,
     stream_status,
 )
 from naiad.http.infer import error_body
+from naiad.http.json_body import dump_json
 from naiad.http.observability import observability_routes
 from naiad.http.repository import repository_routes
 from naiad.http.router import HttpRouter
@@ -108,7 +108,7 @@ def build_app(
             status, document = await until_disconnected(request.receive, generate_once(decoded, stream))
         except NaiadError as error:
             return error_response(error)
-        return Response(render(document), status_code=status, media_type=_JSON)
+        return Response(dump_json(document), status_code=status, media_type=_JSON)
 
     async def generate_stream(request: Request, timing: FrontendTiming | None) -> Response:
         try:

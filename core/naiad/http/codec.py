@@ -7,7 +7,6 @@ binary outputs after the JSON in output order.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import numpy.typing as npt
 from naiad import datatypes
 from naiad.errors import ErrorCode, NaiadError, invalid_arg
 from naiad.http import nesting
+from naiad.http.json_body import dump_json
 from naiad.http.json_errors import not_json
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.models import ModelSignature
@@ -463,7 +463,7 @@ def encode_response(
             entry["data"] = _to_json(tensor)
         outputs.append(entry)
     document["outputs"] = outputs
-    header = json.dumps(document, separators=(",", ":")).encode()
+    header = dump_json(document)
     return [header, *chunks], len(header) if chunks else None
 
 

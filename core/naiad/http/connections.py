@@ -22,7 +22,6 @@ HTTP servers.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -34,6 +33,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from naiad.http.direct import EXTENSION, DirectChannel
 from naiad.http.infer_lane import FastInfer, InferLane
+from naiad.http.json_body import dump_json
 from naiad.limits import HttpLimits
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def headers_too_large(limit: int) -> str:
 
 def error_response(status: int, message: str) -> bytes:
     """A complete HTTP/1.1 response with Triton's error body that closes the connection."""
-    body = json.dumps({"error": message}, separators=(",", ":")).encode()
+    body = dump_json({"error": message})
     head = b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body)
     return STATUS_LINE[status] + head + body
 

@@ -7,7 +7,6 @@ server-sent event. Any model may be used, decoupled or not.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from naiad import datatypes
 from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http.codec import flatten, json_numbers, load_json, parse_error, refuse_half_json
+from naiad.http.json_body import dump_json
 from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent
 from naiad.models import InputSpec, ServingModel
 from naiad.tensor import Tensor
@@ -208,10 +208,5 @@ def _response_event(request: GenerateRequest, event: ResponseEvent) -> bytes:
     return _event(response_document(request.model, request.id, response))
 
 
-def render(document: dict[str, Any]) -> bytes:
-    """A generate body as Triton writes it: compact, UTF-8, non-finite floats as ``Infinity``/``NaN``."""
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogateescape")
-
-
 def _event(document: dict[str, Any]) -> bytes:
-    return b"data: " + render(document) + b"\n\n"
+    return b"data: " + dump_json(document) + b"\n\n"

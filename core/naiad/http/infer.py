@@ -8,7 +8,6 @@ within the HTTP limits (:mod:`naiad.http.body`), before anything else, as Triton
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import re
 import zlib
@@ -21,6 +20,7 @@ from naiad.http.asgi import CLOSE, JSON_HEADERS, TEXT_HEADERS, Receive, Scope, S
 from naiad.http.body import BodyError, BodyState, BodyWatch, decompress, raw_too_large, read_body, too_large
 from naiad.http.direct import DirectChannel, channel_of
 from naiad.http.disconnect import until_disconnected
+from naiad.http.json_body import dump_json
 from naiad.http.status import http_status
 from naiad.inference import InferenceResponse
 from naiad.limits import HttpLimits
@@ -40,7 +40,7 @@ _BINARY_HEADERS = [(b"content-type", b"application/octet-stream")]
 
 def error_body(message: str) -> bytes:
     """Triton's error document ``{"error": "..."}``."""
-    return json.dumps({"error": message}, separators=(",", ":")).encode()
+    return dump_json({"error": message})
 
 
 async def serve_infer(

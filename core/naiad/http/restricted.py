@@ -7,10 +7,10 @@ paths) belong to no group.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 
+from naiad.http.json_body import dump_json
 from naiad.restrictions import ApiGroup, Restrictions
 
 _MODEL = re.compile(
@@ -65,4 +65,4 @@ def refusal(path: str, headers: Iterable[tuple[bytes, bytes]], restrictions: Res
     if value is not None and value.decode("latin-1") == restriction.value:
         return None
     message = f"This API is restricted, expecting header '{restriction.key}'"
-    return json.dumps({"error": message}, separators=(",", ":")).encode()
+    return dump_json({"error": message})
