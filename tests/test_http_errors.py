@@ -13,6 +13,8 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
 
+from .validation_cases import SEVERAL_MISTAKES, Mistakes, client_inputs
+
 
 @pytest.fixture
 def client(core_server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
@@ -107,8 +109,21 @@ def test_an_extra_input_with_none_missing_is_worded_as_in_triton(client: httpcli
         client.infer("add_sub", [*_inputs([4], [4]), extra])
     assert caught.value.status() == "400"
     assert caught.value.message().endswith(  # Triton writes no missing inputs as "]"
-        "Got input(s) ['INPUT0','INPUT1','X'], but missing required input(s) ]. Please provide all required input(s)."
+        "Got input(s) ['X','INPUT1','INPUT0'], but missing required input(s) ]. Please provide all required input(s)."
     )
+
+
+@pytest.mark.parametrize("case", SEVERAL_MISTAKES)
+def test_of_several_mistakes_the_one_triton_names_is_named(
+    client: httpclient.InferenceServerClient, case: Mistakes
+) -> None:
+    inputs = client_inputs(httpclient, case)
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer(
+            case.model, inputs, outputs=[httpclient.InferRequestedOutput(name) for name in case.outputs] or None
+        )
+    assert caught.value.status() == "400"
+    assert caught.value.message() == case.message
 
 
 def test_unknown_output(client: httpclient.InferenceServerClient) -> None:

@@ -46,41 +46,28 @@ ECHO_TYPES_CONFIG = (
     + " ]\n"
 )
 
-ECHO_HALF = """
+ECHO_ONE = """
 import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse([pb_utils.Tensor("H_OUT", pb_utils.get_input_tensor_by_name(r, "H").as_numpy())])
-            for r in requests
-        ]
+        outputs = []
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "{name}").as_numpy()
+            outputs.append(pb_utils.InferenceResponse([pb_utils.Tensor("{name}_OUT", data)]))
+        return outputs
 """
 
-ECHO_HALF_CONFIG = """
-backend: "python"
-input [ { name: "H" data_type: TYPE_FP16 dims: [ 1 ] } ]
-output [ { name: "H_OUT" data_type: TYPE_FP16 dims: [ 1 ] } ]
-"""
 
-ECHO_TEXT = """
-import triton_python_backend_utils as pb_utils
+def _echo_one(name: str, kind: str, dims: str) -> tuple[str, str]:
+    """A python model that answers its one input ``name`` as ``{name}_OUT``, and its config."""
+    config = (
+        f'backend: "python"\ninput [ {{ name: "{name}" data_type: TYPE_{kind} dims: [ {dims} ] }} ]\n'
+        f'output [ {{ name: "{name}_OUT" data_type: TYPE_{kind} dims: [ {dims} ] }} ]\n'
+    )
+    return ECHO_ONE.replace("{name}", name), config
 
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse([pb_utils.Tensor("S_OUT", pb_utils.get_input_tensor_by_name(r, "S").as_numpy())])
-            for r in requests
-        ]
-"""
-
-ECHO_TEXT_CONFIG = """
-backend: "python"
-input [ { name: "S" data_type: TYPE_STRING dims: [ -1 ] } ]
-output [ { name: "S_OUT" data_type: TYPE_STRING dims: [ -1 ] } ]
-"""
 
 DECOUPLED = """
 backend: "python"
@@ -139,8 +126,8 @@ BOOLEAN = "Unable to parse 'data': attempt to access JSON non-boolean as boolean
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("json_values") / "models")
     repository.add_python_model("echo_types", ECHO_TYPES, ECHO_TYPES_CONFIG)
-    repository.add_python_model("echo_half", ECHO_HALF, ECHO_HALF_CONFIG)
-    repository.add_python_model("echo_text", ECHO_TEXT, ECHO_TEXT_CONFIG)
+    repository.add_python_model("echo_half", *_echo_one("H", "FP16", "1"))
+    repository.add_python_model("echo_text", *_echo_one("S", "STRING", "-1"))
     for name, sends in SENDS.items():
         body = "\n".join(" " * 12 + send for send in sends)
         repository.add_python_model(name, SENDER.replace("{sends}", body), DECOUPLED)

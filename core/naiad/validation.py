@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from naiad.errors import invalid_arg
+from naiad.errors import NaiadError, invalid_arg
+from naiad.hash_order import map_order
 from naiad.models import ModelSignature
 from naiad.tensor import Tensor
 
@@ -35,63 +36,94 @@ def _format_shape(shape: Sequence[int]) -> str:
 
 
 def validate_outputs(model_name: str, signature: ModelSignature, requested: Sequence[str]) -> None:
-    """Every requested output must exist in the config."""
-    for name in requested:
-        if name not in signature.outputs:
-            raise invalid_arg(f"unexpected inference output '{name}' for model '{model_name}'")
+    """Every requested output must exist in the config; Triton names the first unknown one in sorted order."""
+    unknown = [name for name in requested if name not in signature.outputs]
+    if unknown:
+        raise invalid_arg(f"unexpected inference output '{min(unknown)}' for model '{model_name}'")
 
 
 def validate_inputs(model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str) -> int:
-    """Check names, datatypes and shapes in Triton's order (the count, then each input: an unknown name
-    is named even where the count is right); return the request's batch size (1 if not batching)."""
-    specs = signature.inputs
+    """Check the inputs as Triton does, and return the request's batch size (1 if not batching): their
+    count, then their names (with their batch dimensions, for a batching model), then each one's
+    datatype and shape. Where several inputs are wrong, the error is the one Triton gives: it checks
+    them in its map's order (:mod:`naiad.hash_order`)."""
     given = [tensor.name for tensor in inputs]
-    if not len(signature.required_inputs) <= len(given) <= len(specs):
+    if not len(signature.required_inputs) <= len(given) <= len(signature.inputs):
         _wrong_input_count(model_name, signature, given, request_id)
+    try:
+        batch_size = _check_inputs(model_name, signature, inputs, request_id)
+    except NaiadError:
+        if len(inputs) > 1:
+            _check_inputs(model_name, signature, [inputs[index] for index in map_order(given)], request_id)
+        raise
+    # As many inputs as the model takes, each known, yet a required one missing: Triton 2.51 runs
+    # such a request; naiad refuses it as it refuses too few inputs.
+    if any(name not in given for name in signature.required_inputs):
+        _wrong_input_count(model_name, signature, given, request_id)
+    return batch_size
+
+
+def _check_inputs(model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str) -> int:
+    """Check the inputs in the given order, each pass over all of them; return the batch size."""
+    specs = signature.inputs
     batching = signature.max_batch_size > 0
-    batch_size: int | None = None
+    if batching:
+        batch_size = _batch_size(model_name, signature, inputs, request_id)
+    else:
+        batch_size = 1
+        for tensor in inputs:
+            if tensor.name not in specs:
+                raise _unknown_input(model_name, tensor.name)
     for tensor in inputs:
-        spec = specs.get(tensor.name)
-        if spec is None:
-            raise invalid_arg(f"unexpected inference input '{tensor.name}' for model '{model_name}'")
+        spec = specs[tensor.name]
         if tensor.datatype != spec.datatype.wire:
             raise invalid_arg(
                 f"{request_prefix(request_id)}inference input '{tensor.name}' data-type is '{tensor.datatype}', "
                 f"but model '{model_name}' expects '{spec.datatype.wire}'"
             )
-        shape = tensor.shape
-        dims = shape
-        if batching and not spec.is_shape_tensor:
-            if not shape:
-                raise invalid_arg(
-                    f"{request_prefix(request_id)}input '{tensor.name}' has no batch dimension but model "
-                    f"'{model_name}' batches (max_batch_size {signature.max_batch_size}). {_BATCH_NOTE}"
-                )
-            if batch_size is None:
-                batch_size = shape[0]
-            elif shape[0] != batch_size:
-                raise invalid_arg(
-                    f"{request_prefix(request_id)}input '{tensor.name}' batch size does not match other inputs "
-                    f"for '{model_name}'"
-                )
-            dims = shape[1:]
+        dims = tensor.shape[1:] if batching and not spec.is_shape_tensor else tensor.shape
         if dims != spec.dims and not _dims_match(dims, spec.dims):
             expected_shape = ([-1] if batching else []) + list(spec.dims)
             raise invalid_arg(
                 f"{request_prefix(request_id)}unexpected shape for input '{tensor.name}' for model "
-                f"'{model_name}'. Expected {_format_shape(expected_shape)}, got {_format_shape(shape)}. "
+                f"'{model_name}'. Expected {_format_shape(expected_shape)}, got {_format_shape(tensor.shape)}. "
                 + (_BATCH_NOTE if batching else "")
             )
-    # As many inputs as the model takes, each known, yet a required one missing: Triton 2.51 runs
-    # such a request; naiad refuses it as it refuses too few inputs.
-    if any(name not in given for name in signature.required_inputs):
-        _wrong_input_count(model_name, signature, given, request_id)
-    if batching and batch_size is not None and batch_size > signature.max_batch_size:
+    return batch_size
+
+
+def _batch_size(model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str) -> int:
+    """The batch size every input of a batching model leads with (shape tensors aside), within the limit;
+    each input's name is checked as its turn comes, as Triton does for batching models."""
+    batch_size: int | None = None
+    for tensor in inputs:
+        spec = signature.inputs.get(tensor.name)
+        if spec is None:
+            raise _unknown_input(model_name, tensor.name)
+        if spec.is_shape_tensor:
+            continue
+        if not tensor.shape:
+            raise invalid_arg(
+                f"{request_prefix(request_id)}input '{tensor.name}' has no shape but model requires batch dimension "
+                f"for '{model_name}'"
+            )
+        if batch_size is None:
+            batch_size = tensor.shape[0]
+        elif tensor.shape[0] != batch_size:
+            raise invalid_arg(
+                f"{request_prefix(request_id)}input '{tensor.name}' batch size does not match other inputs "
+                f"for '{model_name}'"
+            )
+    if batch_size is not None and batch_size > signature.max_batch_size:
         raise invalid_arg(
             f"{request_prefix(request_id)}inference request batch-size must be <= {signature.max_batch_size} "
             f"for '{model_name}'"
         )
-    return batch_size if batching and batch_size is not None else 1
+    return 1 if batch_size is None else batch_size
+
+
+def _unknown_input(model_name: str, name: str) -> NaiadError:
+    return invalid_arg(f"unexpected inference input '{name}' for model '{model_name}'")
 
 
 def _wrong_input_count(model_name: str, signature: ModelSignature, given: list[str], request_id: str) -> None:
@@ -106,9 +138,10 @@ def _wrong_input_count(model_name: str, signature: ModelSignature, given: list[s
     )
     # With nothing missing Triton writes "]": its list builder drops a trailing comma, here the "[".
     missing_names = _format_names(missing) if missing else "]"
+    walked = [given[index] for index in map_order(given)]  # the order Triton lists them in
     raise invalid_arg(
         f"{request_prefix(request_id)}expected {expected} but got {len(given)} inputs for model '{model_name}'. "
-        f"Got input(s) {_format_names(given)}, but missing required input(s) {missing_names}. "
+        f"Got input(s) {_format_names(walked)}, but missing required input(s) {missing_names}. "
         "Please provide all required input(s)."
     )
 

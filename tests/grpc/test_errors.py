@@ -13,6 +13,8 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
 
+from ..validation_cases import SEVERAL_MISTAKES, Mistakes, client_inputs
+
 
 @pytest.fixture
 def client(grpc_server: ServerProcess) -> Iterator[grpcclient.InferenceServerClient]:
@@ -92,6 +94,18 @@ def test_a_misnamed_input_is_named_as_in_triton(client: grpcclient.InferenceServ
     assert error.status() == "StatusCode.INVALID_ARGUMENT"
     assert error.message() == "unexpected inference input 'INPUT9' for model 'add_sub'"
     _assert_still_serving(client)
+
+
+@pytest.mark.parametrize("case", SEVERAL_MISTAKES)
+def test_of_several_mistakes_the_one_triton_names_is_named(
+    client: grpcclient.InferenceServerClient, case: Mistakes
+) -> None:
+    inputs = client_inputs(grpcclient, case)
+    error = _refused(
+        client, case.model, inputs, outputs=[grpcclient.InferRequestedOutput(name) for name in case.outputs] or None
+    )
+    assert error.status() == "StatusCode.INVALID_ARGUMENT"
+    assert error.message() == case.message
 
 
 def test_unknown_output(client: grpcclient.InferenceServerClient) -> None:

@@ -31,7 +31,7 @@ from naiad.shared_memory import (
     window_of,
 )
 from naiad.tensor import Tensor
-from naiad.validation import request_prefix, validate_inputs
+from naiad.validation import request_prefix, validate_inputs, validate_outputs
 from naiad.wire import INT64_MAX, element_count, from_bytes, tensor_bytes
 
 
@@ -116,6 +116,8 @@ def decode_request(
         declared.append(tensor)
     if offset != binary_length:
         raise invalid_arg(f"unexpected additional input data for model '{model_name}'")
+    outputs = _outputs(document.get("outputs"), shared_memory)
+    validate_outputs(model_name, signature, [output.name for output in outputs])  # before inputs, as in Triton
     validate_inputs(model_name, signature, declared, request_id)
     binary = memoryview(body)[json_end:]
     if binary and not isinstance(body, bytearray):
@@ -125,7 +127,6 @@ def decode_request(
     for tensor in declared:
         inputs.append(_decode_data(tensor, binary, offset, model_name, request_id, max_input_size))
         offset += tensor.data.size
-    outputs = _outputs(document.get("outputs"), shared_memory)
     return DecodedRequest(request_id, inputs, outputs, parameters, binary_default)
 
 

@@ -1,0 +1,53 @@
+"""Requests with several mistakes, and the one Triton 2.51 named: it checks the requested outputs in
+sorted order, then the inputs in the order its hash map walks them (shared by the HTTP and gRPC tests)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class Mistakes(NamedTuple):
+    model: str
+    inputs: list[tuple[str, list[int], str]]  # name, shape, datatype (FP32 or INT32)
+    outputs: list[str]
+    message: str
+
+
+SEVERAL_MISTAKES = [
+    Mistakes(
+        "add_sub",
+        [("INPUT0", [4], "INT32"), ("INPUT1", [4], "INT32")],
+        [],
+        "[request id: <id_unknown>] inference input 'INPUT1' data-type is 'INT32', but model 'add_sub' expects 'FP32'",
+    ),
+    Mistakes(
+        "add_sub",
+        [("INPUT0", [4], "INT32"), ("INPUT1", [5], "FP32")],
+        [],
+        "[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'add_sub'. Expected [4], got [5]. ",
+    ),
+    Mistakes(
+        "add_sub",
+        [("INPUT0", [4], "INT32"), ("B", [4], "FP32")],
+        ["NOPE2", "OUTPUT0", "NOPE1"],
+        "unexpected inference output 'NOPE1' for model 'add_sub'",
+    ),
+    Mistakes(
+        "add_sub_batch",
+        [("INPUT0_X", [1, 4], "FP32"), ("INPUT1", [], "FP32")],
+        [],
+        "[request id: <id_unknown>] input 'INPUT1' has no shape but model requires batch dimension for 'add_sub_batch'",
+    ),
+]
+
+
+def client_inputs(client_module: Any, case: Mistakes) -> list[Any]:
+    """The case's inputs as InferInputs of ``client_module`` (``tritonclient.http`` or ``tritonclient.grpc``)."""
+    inputs = []
+    for name, shape, datatype in case.inputs:
+        tensor = client_module.InferInput(name, shape, datatype)
+        tensor.set_data_from_numpy(np.ones(shape, dtype=np.float32 if datatype == "FP32" else np.int32))
+        inputs.append(tensor)
+    return inputs
