@@ -195,6 +195,28 @@ def test_binary_data_shorter_than_declared(core_server: ServerProcess) -> None:
     assert payload["error"] == "unexpected size for input 'INPUT1', expecting 12 additional bytes for model 'add_sub'"
 
 
+@pytest.mark.parametrize("size", [-1, "16", 1.5, True])
+def test_a_binary_data_size_that_is_not_an_unsigned_integer(core_server: ServerProcess, size: object) -> None:
+    header = json.dumps(
+        {
+            "inputs": [
+                {"name": "INPUT0", "shape": [4], "datatype": "FP32", "parameters": {"binary_data_size": size}},
+                {"name": "INPUT1", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+            ]
+        }
+    ).encode()
+    status, payload = _post(
+        core_server,
+        "/v2/models/add_sub/infer",
+        header + bytes(16),
+        {"Inference-Header-Content-Length": str(len(header))},
+    )
+    assert status == 500
+    assert payload["error"] == (
+        "Unable to parse 'binary_data_size': attempt to access JSON non-unsigned-integer as unsigned-integer"
+    )
+
+
 def test_reserved_parameter_is_refused(core_server: ServerProcess) -> None:
     body = json.dumps(
         {

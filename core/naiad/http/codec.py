@@ -222,9 +222,7 @@ def _window(parameters: dict[str, Any], shared_memory: SharedMemoryRegistry | No
     offset, byte_size = (parameters.get(key, 0) for key in ("shared_memory_offset", "shared_memory_byte_size"))
     for key, value in (("shared_memory_offset", offset), ("shared_memory_byte_size", byte_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise parse_error(
-                f"Unable to parse '{key}': attempt to access JSON non-unsigned-integer as unsigned-integer"
-            )
+            raise _not_unsigned(key)
     return window_of(shared_memory, RegionReference(region, offset, byte_size), writable=writable)
 
 
@@ -248,7 +246,7 @@ def _declare_input(
     if not isinstance(shape, list) or not all(
         isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in shape
     ):
-        raise parse_error("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer")
+        raise _not_unsigned("shape")
     if "datatype" not in raw:
         raise parse_error("Unable to parse 'datatype': attempt to access non-existing object member 'datatype'")
     datatype_name = raw["datatype"]
@@ -284,13 +282,18 @@ def _declare_input(
         return Tensor(name, datatype.wire, _Declared(tuple(shape), count, datatype, False, raw["data"]))
     size = parameters["binary_data_size"]
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise parse_error("Unable to parse 'binary_data_size': expected an unsigned integer")
+        raise _not_unsigned("binary_data_size")
     if size > binary_left:
         raise invalid_arg(
             f"unexpected size for input '{name}', expecting {size - binary_left} additional bytes "
             f"for model '{model_name}'"
         )
     return Tensor(name, datatype.wire, _Declared(tuple(shape), count, datatype, True, size=size))
+
+
+def _not_unsigned(field: str) -> NaiadError:
+    """rapidjson's words for a member that is not an unsigned integer."""
+    return parse_error(f"Unable to parse '{field}': attempt to access JSON non-unsigned-integer as unsigned-integer")
 
 
 def _json_too_large(name: str, byte_size: int, limit: int) -> str:
@@ -359,7 +362,7 @@ def json_numbers(flat: list[Any], datatype: datatypes.DataType) -> npt.NDArray[A
         return np.array(flat, dtype=np.int64).astype(datatype.numpy)
     if kind == "u":
         if not all(_is_unsigned(item) for item in flat):
-            raise parse_error("Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer")
+            raise _not_unsigned("data")
         return np.array(flat, dtype=np.uint64).astype(datatype.numpy)
     if not all(type(item) is float or type(item) is int for item in flat):
         raise parse_error("Unable to parse 'data': attempt to access JSON non-number as double")
