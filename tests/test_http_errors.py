@@ -195,6 +195,28 @@ def test_binary_data_shorter_than_declared(core_server: ServerProcess) -> None:
     assert payload["error"] == "unexpected size for input 'INPUT1', expecting 12 additional bytes for model 'add_sub'"
 
 
+def test_of_two_data_size_mismatches_the_one_triton_names_is_named(core_server: ServerProcess) -> None:
+    header = json.dumps(
+        {
+            "inputs": [
+                {"name": "INPUT0", "shape": [4], "datatype": "FP32", "parameters": {"binary_data_size": 12}},
+                {"name": "INPUT1", "shape": [4], "datatype": "FP32", "parameters": {"binary_data_size": 20}},
+            ]
+        }
+    ).encode()
+    status, payload = _post(
+        core_server,
+        "/v2/models/add_sub/infer",
+        header + bytes(32),
+        {"Inference-Header-Content-Length": str(len(header))},
+    )
+    assert status == 400
+    assert payload["error"] == (  # Triton checks INPUT1 first (naiad.hash_order)
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'add_sub'. "
+        "Expected 16, got 20"
+    )
+
+
 @pytest.mark.parametrize("size", [-1, "16", 1.5, True])
 def test_a_binary_data_size_that_is_not_an_unsigned_integer(core_server: ServerProcess, size: object) -> None:
     header = json.dumps(

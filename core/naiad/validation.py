@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from naiad.errors import NaiadError, invalid_arg
 from naiad.hash_order import map_order
@@ -21,6 +22,8 @@ def request_prefix(request_id: str) -> str:
     """Triton's ``[request id: ...]`` prefix of validation messages."""
     return f"[request id: {request_id or '<id_unknown>'}] "
 
+
+_Found = TypeVar("_Found")
 
 _LISTED_NAMES = 32  # an error lists at most this many names (thousands would not fit a gRPC trailer)
 
@@ -61,6 +64,12 @@ def validate_inputs(model_name: str, signature: ModelSignature, inputs: Sequence
     if any(name not in given for name in signature.required_inputs):
         _wrong_input_count(model_name, signature, given, request_id)
     return batch_size
+
+
+def first_in_triton_order(found: Mapping[str, _Found], names: Sequence[str]) -> _Found:
+    """Of what was ``found`` for some of a request's inputs (``names``, in request order), what
+    Triton reports: the first in its map's order."""
+    return next(found[names[index]] for index in map_order(names) if names[index] in found)
 
 
 def _check_inputs(model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str) -> int:

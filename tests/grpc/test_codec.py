@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from naiad.backend import InferenceResponse, Tensor
+from naiad.config import parse_model_config
 from naiad.errors import ErrorCode, NaiadError
 from naiad.grpc import codec, messages
+from naiad.models import ModelSignature
 from naiad.protocol import grpc_service_pb2 as pb
 
 
@@ -63,10 +65,14 @@ def test_response_parameters_and_raw_outputs() -> None:
     }
 
 
+def _signature(inputs: str) -> ModelSignature:
+    return ModelSignature.from_config(parse_model_config(f"input [ {inputs} ]\noutput [ {inputs} ]", model_name="m"))
+
+
 def test_typed_int8_is_truncated_to_the_low_byte() -> None:
     request = pb.ModelInferRequest(model_name="m")
     request.inputs.add(name="X", datatype="INT8", shape=[3]).contents.int_contents.extend([1, -1, 257])
-    decoded = codec.decode_request(request, [], "m")
+    decoded = codec.decode_request(request, [], "m", _signature('{ name: "X" data_type: TYPE_INT8 dims: [ 3 ] }'))
     assert decoded.inputs[0].data.tolist() == [1, -1, 1]
     assert decoded.inputs[0].data.flags.writeable
 
@@ -82,7 +88,10 @@ def test_raw_inputs_are_views_until_decoded_into_writable_copies() -> None:
     assert (received.message.id, [tensor.name for tensor in received.message.inputs]) == ("r", ["X", "Y"])
     assert [bytes(chunk) for chunk in received.raw] == [b"\x01\x00\xff\xff", b"abc"]
     assert all(chunk.obj is data for chunk in received.raw)  # views, not copies
-    decoded = codec.decode_request(received.message, received.raw, "m")
+    signature = _signature(
+        '{ name: "X" data_type: TYPE_INT16 dims: [ 2 ] }, { name: "Y" data_type: TYPE_UINT8 dims: [ 3 ] }'
+    )
+    decoded = codec.decode_request(received.message, received.raw, "m", signature)
     assert [tensor.data.tolist() for tensor in decoded.inputs] == [[1, -1], [97, 98, 99]]
     assert all(tensor.data.flags.writeable for tensor in decoded.inputs)
 

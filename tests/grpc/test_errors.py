@@ -229,6 +229,48 @@ def test_malformed_tensor_data(
     _assert_still_serving(client)
 
 
+def _sized(inputs: list[tuple[str, str, int]], output: str = "") -> service_pb2.ModelInferRequest:
+    """add_sub with raw inputs of shape [4]: each a name, a datatype and how many bytes it carries."""
+    request = service_pb2.ModelInferRequest(model_name="add_sub")
+    for name, datatype, size in inputs:
+        request.inputs.add(name=name, datatype=datatype, shape=[4])
+        request.raw_input_contents.append(bytes(size))
+    if output:
+        request.outputs.add(name=output)
+    return request
+
+
+def _mismatch(name: str, size: int) -> str:
+    return (
+        f"[request id: <id_unknown>] input byte size mismatch for input '{name}' for model 'add_sub'. "
+        f"Expected 16, got {size}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_message", "expected"),
+    [  # Triton checks data sizes after the outputs, names, datatypes and shapes: what it answered
+        (_sized([("INPUT0", "FP32", 12), ("X", "FP32", 16)]), "unexpected inference input 'X' for model 'add_sub'"),
+        (
+            _sized([("INPUT0", "FP32", 12), ("INPUT1", "INT32", 16)]),
+            "[request id: <id_unknown>] inference input 'INPUT1' data-type is 'INT32', but model 'add_sub' "
+            "expects 'FP32'",
+        ),
+        (
+            _sized([("INPUT0", "FP32", 12), ("INPUT1", "FP32", 16)], output="NOPE"),
+            "unexpected inference output 'NOPE' for model 'add_sub'",
+        ),
+        (_sized([("INPUT1", "FP32", 20), ("INPUT0", "FP32", 12)]), _mismatch("INPUT0", 12)),
+        (_sized([("INPUT0", "FP32", 12), ("INPUT1", "FP32", 20)]), _mismatch("INPUT1", 20)),
+    ],
+    ids=["unknown-input", "wrong-datatype", "unknown-output", "two-sizes", "two-sizes-swapped"],
+)
+def test_a_data_size_mismatch_is_reported_after_the_models_checks(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub, request_message: service_pb2.ModelInferRequest, expected: str
+) -> None:
+    assert _status(stub, request_message) == (INVALID, expected)
+
+
 def test_present_but_empty_contents_is_zero_bytes(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
     request = _typed()
     request.inputs[1].contents.SetInParent()

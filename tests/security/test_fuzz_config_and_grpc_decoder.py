@@ -140,7 +140,7 @@ SIGNATURE = ModelSignature.from_config(
 def test_any_bytes_as_a_request_parse_or_are_refused(data: bytes) -> None:
     try:
         message = parse_request(data)
-        decoded = codec.decode_request(message.message, message.raw, "m")
+        decoded = codec.decode_request(message.message, message.raw, "m", SIGNATURE)
         validate_inputs("m", SIGNATURE, decoded.inputs, decoded.id)
     except NaiadError:
         return
@@ -200,7 +200,7 @@ def _one_input(shape: list[int], data: bytes) -> tuple[pb.ModelInferRequest, lis
 def test_any_infer_message_decodes_or_is_refused(drawn: tuple[pb.ModelInferRequest, list[bytes]]) -> None:
     message, raw = drawn
     try:
-        decoded = codec.decode_request(message, raw, "m")
+        decoded = codec.decode_request(message, raw, "m", SIGNATURE)
         validate_inputs("m", SIGNATURE, decoded.inputs, decoded.id)
     except NaiadError:
         return

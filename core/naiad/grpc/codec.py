@@ -24,11 +24,12 @@ from naiad.grpc import messages
 from naiad.grpc.messages import Buffer, Encoded
 from naiad.grpc.status import cut_details
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
+from naiad.models import ModelSignature
 from naiad.protocol import grpc_service_pb2 as pb
 from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, input_tensor, window_of
 from naiad.tensor import Tensor
-from naiad.validation import request_prefix
-from naiad.wire import from_bytes, wire_array
+from naiad.validation import first_in_triton_order, request_prefix, validate_inputs, validate_outputs
+from naiad.wire import ByteSizeMismatch, from_bytes, wire_array
 
 EMPTY_FINAL_KEY = "triton_enable_empty_final_response"
 FINAL_KEY = "triton_final_response"
@@ -166,13 +167,16 @@ def decode_request(
     request: pb.ModelInferRequest,
     raw: Sequence[Buffer],
     model_name: str,
+    signature: ModelSignature,
     shared_memory: SharedMemoryRegistry | None = None,
 ) -> DecodedRequest:
     """Decode a ModelInferRequest for ``model_name`` into tensors and parameters; ``raw`` holds its
     ``raw_input_contents`` (see :func:`naiad.grpc.messages.parse_request`), one entry for each input
-    not in shared memory. Shared-memory windows are resolved in ``shared_memory`` (refused without one)."""
+    not in shared memory. Shared-memory windows are resolved in ``shared_memory`` (refused without one).
+    Data of the wrong size is refused last, as Triton refuses it: after what ``signature`` refuses."""
     parameters, enable_empty_final = request_parameters(request.parameters)
     inputs: list[Tensor] = []
+    mismatched: dict[str, str] = {}  # messages, not errors: an error's traceback would hold the request
     seen: set[str] = set()
     index = 0
     for tensor in request.inputs:
@@ -204,8 +208,16 @@ def decode_request(
             raise invalid_arg(
                 f"unable to find data for input tensor '{tensor.name}' for model '{model_name}' in request."
             )
-        inputs.append(_tensor(tensor, chunk, model_name, request.id))
+        try:
+            inputs.append(_tensor(tensor, chunk, model_name, request.id))
+        except ByteSizeMismatch as error:
+            mismatched[tensor.name] = error.message
+            inputs.append(Tensor(tensor.name, tensor.datatype, np.broadcast_to(np.uint8(0), tuple(tensor.shape))))
     outputs = _requested_outputs(request, shared_memory)
+    if mismatched:
+        validate_outputs(model_name, signature, [output.name for output in outputs])
+        validate_inputs(model_name, signature, inputs, request.id)
+        raise ByteSizeMismatch(first_in_triton_order(mismatched, [tensor.name for tensor in inputs]))
     in_shared_memory = frozenset(output.name for output in outputs if output.destination is not None)
     return DecodedRequest(request.id, inputs, outputs, parameters, enable_empty_final, in_shared_memory)
 

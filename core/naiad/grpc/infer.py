@@ -46,7 +46,8 @@ def decode(dataplane: DataPlane, received: InferRequestMessage, *, unary: bool) 
         codec.parse_version(message.model_version),
         refuse_decoupled=DECOUPLED_ON_UNARY if unary else None,
     )
-    return GrpcRequest(message, model, codec.decode_request(message, received.raw, model.name, dataplane.shared_memory))
+    decoded = codec.decode_request(message, received.raw, model.name, model.signature, dataplane.shared_memory)
+    return GrpcRequest(message, model, decoded)
 
 
 async def model_infer(

@@ -31,8 +31,8 @@ from naiad.shared_memory import (
     window_of,
 )
 from naiad.tensor import Tensor
-from naiad.validation import request_prefix, validate_inputs, validate_outputs
-from naiad.wire import INT64_MAX, element_count, from_bytes, tensor_bytes
+from naiad.validation import first_in_triton_order, request_prefix, validate_inputs, validate_outputs
+from naiad.wire import INT64_MAX, ByteSizeMismatch, element_count, from_bytes, tensor_bytes
 
 
 def parse_error(message: str) -> NaiadError:
@@ -123,10 +123,16 @@ def decode_request(
     if binary and not isinstance(body, bytearray):
         binary = memoryview(bytearray(binary))
     inputs: list[Tensor] = []
+    mismatched: dict[str, str] = {}  # messages, not errors: an error's traceback would hold the request
     offset = 0
     for tensor in declared:
-        inputs.append(_decode_data(tensor, binary, offset, model_name, request_id, max_input_size))
+        try:
+            inputs.append(_decode_data(tensor, binary, offset, model_name, request_id, max_input_size))
+        except ByteSizeMismatch as error:  # reported once every input's data has been read, as Triton does
+            mismatched[tensor.name] = error.message
         offset += tensor.data.size
+    if mismatched:
+        raise ByteSizeMismatch(first_in_triton_order(mismatched, [tensor.name for tensor in declared]))
     return DecodedRequest(request_id, inputs, outputs, parameters, binary_default)
 
 
