@@ -10,9 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2 as grpc_service_pb2
+from tritonclient.grpc import service_pb2_grpc as grpc_service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
@@ -131,11 +134,19 @@ def test_bad_base64_is_refused(server: ServerProcess) -> None:
     assert json.loads(caught.value.read()) == {"error": "File parameter 'file:1/model.py' is not valid base64"}
 
 
+NOT_A_STRING = b'{"error":"attempt to access JSON non-string as string"}'
+NOT_A_PARAMETER = b'{"error":"unexpected error on creating Triton parameter"}'
+
+
 @pytest.mark.parametrize(
     ("body", "status", "answer"),
     [  # as Triton 2.51 answers them
         (b'{"parameters": 5}', 500, b'{"error":"attempt to get members for non-object"}'),
-        (b'{"parameters": {"config": {"a": 1}}}', 500, b'{"error":"attempt to access JSON non-string as string"}'),
+        (b'{"parameters": {"config": {"a": 1}}}', 500, NOT_A_STRING),
+        (b'{"parameters": {"foo": "bar"}}', 500, NOT_A_PARAMETER),
+        (b'{"parameters": {"unload_dependents": true}}', 500, NOT_A_STRING),
+        (b'{"parameters": {"file:1/model.py": 5}}', 500, NOT_A_STRING),
+        (b'{"parameters": {"foo": "bar", "config": 5}}', 500, NOT_A_PARAMETER),  # the first, in order
         (b"[]", 200, b""),  # not an object: no parameters
     ],
 )
@@ -147,3 +158,27 @@ def test_a_load_body_is_read_as_triton_reads_it(server: ServerProcess, body: byt
     except urllib.error.HTTPError as error:
         got = (error.code, error.headers["content-type"], error.read())
     assert got == (status, "application/json", answer)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [  # as Triton 2.51 answers them
+        ({"foo": grpc_service_pb2.ModelRepositoryParameter(string_param="bar")}, "unrecognized load parameter 'foo'."),
+        (
+            {"config": grpc_service_pb2.ModelRepositoryParameter(bool_param=True)},
+            "invalid value type for load parameter 'config', expected string_param.",
+        ),
+        (
+            {"file:1/model.py": grpc_service_pb2.ModelRepositoryParameter(string_param="x")},
+            "invalid value type for load parameter 'file:1/model.py', expected bytes_param.",
+        ),
+    ],
+)
+def test_grpc_load_parameters_it_does_not_take(
+    server: ServerProcess, parameters: dict[str, grpc_service_pb2.ModelRepositoryParameter], message: str
+) -> None:
+    stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_url))
+    request = grpc_service_pb2.RepositoryModelLoadRequest(model_name="plain", parameters=parameters)
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.RepositoryModelLoad(request, timeout=30)
+    assert (caught.value.code(), caught.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)

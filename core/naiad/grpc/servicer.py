@@ -142,13 +142,17 @@ class InferenceServicer:
         return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**e) for e in entries])
 
     async def repository_model_load(self, request: pb.RepositoryModelLoadRequest) -> pb.RepositoryModelLoadResponse:
-        parameters = request.parameters
-        config = parameters["config"].string_param if "config" in parameters else None
+        config: str | None = None
         files: dict[str, bytes] = {}
-        for key, value in parameters.items():
-            if key.startswith(FILE_PREFIX):
-                if value.WhichOneof("parameter_choice") != "bytes_param":
-                    raise invalid_arg(f"File parameter '{key}' must have bytes type for its value")
+        for key, value in request.parameters.items():  # Triton's words for what it does not take
+            expected = "string_param" if key == "config" else "bytes_param" if key.startswith(FILE_PREFIX) else None
+            if expected is None:
+                raise invalid_arg(f"unrecognized load parameter '{key}'.")
+            if value.WhichOneof("parameter_choice") != expected:
+                raise invalid_arg(f"invalid value type for load parameter '{key}', expected {expected}.")
+            if key == "config":
+                config = value.string_param
+            else:
                 files[key] = value.bytes_param
         await self._dataplane.load_model(request.model_name, config, files or None)
         return pb.RepositoryModelLoadResponse()

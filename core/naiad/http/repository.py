@@ -37,19 +37,24 @@ def _parameters(document: dict[str, Any]) -> dict[str, Any]:
     return parameters
 
 
-def _files(parameters: dict[str, Any]) -> dict[str, bytes]:
-    """The ``file:<path>`` parameters, their base64 content decoded."""
+def _overrides(parameters: dict[str, Any]) -> tuple[str | None, dict[str, bytes]]:
+    """A load's ``config`` and ``file:<path>`` parameters (the files' base64 decoded), read in order
+    as Triton reads them: a value that is not a string, or any other parameter, is Triton's 500."""
+    config: str | None = None
     files: dict[str, bytes] = {}
     for key, value in parameters.items():
-        if not key.startswith(FILE_PREFIX):
-            continue
         if not isinstance(value, str):
-            raise invalid_arg(f"File parameter '{key}' must hold the file's content as a base64 string")
-        try:
-            files[key] = base64.b64decode(value, validate=True)
-        except binascii.Error:
-            raise invalid_arg(f"File parameter '{key}' is not valid base64") from None
-    return files
+            raise NaiadError("attempt to access JSON non-string as string")
+        if key == "config":
+            config = value
+        elif key.startswith(FILE_PREFIX):
+            try:
+                files[key] = base64.b64decode(value, validate=True)
+            except binascii.Error:
+                raise invalid_arg(f"File parameter '{key}' is not valid base64") from None
+        else:
+            raise NaiadError("unexpected error on creating Triton parameter")
+    return config, files
 
 
 def repository_routes(dataplane: DataPlane) -> list[Route]:
@@ -67,11 +72,7 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
 
     async def load(request: Request) -> Response:
         try:
-            parameters = _parameters(await _json_body(request))
-            config = parameters.get("config")
-            if config is not None and not isinstance(config, str):
-                raise NaiadError("attempt to access JSON non-string as string")
-            files = _files(parameters)
+            config, files = _overrides(_parameters(await _json_body(request)))
             await dataplane.load_model(request.path_params["model"], config, files or None)
             return Response(b"", status_code=200, headers=_EMPTY_JSON)
         except NaiadError as error:
