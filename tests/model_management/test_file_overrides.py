@@ -182,3 +182,26 @@ def test_grpc_load_parameters_it_does_not_take(
     with pytest.raises(grpc.RpcError) as caught:
         stub.RepositoryModelLoad(request, timeout=30)
     assert (caught.value.code(), caught.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def test_unload_parameters_are_read_as_triton_reads_them(server: ServerProcess) -> None:
+    """gRPC refuses an ``unload_dependents`` that is not a bool; HTTP unloads whatever the parameters."""
+    stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_url))
+    not_a_bool = {"unload_dependents": grpc_service_pb2.ModelRepositoryParameter(string_param="yes")}
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.RepositoryModelUnload(
+            grpc_service_pb2.RepositoryModelUnloadRequest(model_name="plain", parameters=not_a_bool)
+        )
+    assert (caught.value.code(), caught.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "invalid value type for 'unload_dependents' parameter, expected bool_param.",
+    )
+    http = httpclient.InferenceServerClient(server.http_url)
+    assert http.is_model_ready("plain")
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v2/repository/models/plain/unload", data=b'{"parameters": 5}'
+    )
+    with urllib.request.urlopen(request) as response:
+        assert (response.status, response.read()) == (200, b"")
+    assert not http.is_model_ready("plain")
+    http.load_model("plain")

@@ -160,9 +160,12 @@ class InferenceServicer:
     async def repository_model_unload(
         self, request: pb.RepositoryModelUnloadRequest
     ) -> pb.RepositoryModelUnloadResponse:
-        dependents = (
-            request.parameters["unload_dependents"].bool_param if "unload_dependents" in request.parameters else False
-        )
+        dependents = False
+        if "unload_dependents" in request.parameters:
+            value = request.parameters["unload_dependents"]
+            if value.WhichOneof("parameter_choice") != "bool_param":
+                raise invalid_arg("invalid value type for 'unload_dependents' parameter, expected bool_param.")
+            dependents = value.bool_param
         await self._dataplane.unload_model(request.model_name, unload_dependents=dependents)
         return pb.RepositoryModelUnloadResponse()
 

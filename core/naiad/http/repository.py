@@ -80,8 +80,8 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
 
     async def unload(request: Request) -> Response:
         try:
-            parameters = _parameters(await _json_body(request))
-            dependents = parameters.get("unload_dependents") is True
+            parameters = (await _json_body(request)).get("parameters")  # Triton's unload reads no other shape
+            dependents = isinstance(parameters, dict) and parameters.get("unload_dependents") is True
             await dataplane.unload_model(request.path_params["model"], unload_dependents=dependents)
             return Response(b"", status_code=200, headers=_EMPTY_JSON)
         except NaiadError as error:
