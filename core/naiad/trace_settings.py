@@ -21,7 +21,9 @@ LEVELS = ("TIMESTAMPS", "TENSORS")
 UINT32_MAX = 2**32 - 1
 _INT64 = 2**63
 _LEADING_INTEGER = re.compile(r"\s*([+-]?\d+)")
-ZERO_RATE = "Attempting to set invalid trace setting :sample rate must be non-zero"
+_INVALID = "Attempting to set invalid trace setting :"
+ZERO_RATE = _INVALID + "sample rate must be non-zero"
+NO_FILE = _INVALID + "trace file name is not given"
 CHANGEABLE = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count", "log_frequency": "log_frequency"}
 """The settings a client may change -> the :class:`TraceSettings` field each sets."""
 
@@ -96,13 +98,24 @@ def read_change(raw: Mapping[str, list[str] | None], *, grpc: bool) -> Change:
             level = _level(values)
             if level is not None:
                 change[field] = level
+        elif grpc and len(values) > 1:
+            raise invalid_arg(f"expect only 1 value for '{name}'")
         elif name == "trace_count":
             change[field] = _count(values[0], grpc=grpc)
         else:
             change[field] = _unsigned(name, values[0])
-    if change.get("rate") == 0:
-        raise invalid_arg(ZERO_RATE)
     return change
+
+
+def check_settings(settings: TraceSettings) -> None:
+    """Refuse the settings a change would leave, as Triton does: tracing on needs a non-zero rate and
+    a trace file (tracing off takes anything)."""
+    if not settings.level:
+        return
+    if settings.rate == 0:
+        raise invalid_arg(ZERO_RATE)
+    if not settings.file:
+        raise invalid_arg(NO_FILE)
 
 
 def _level(values: list[str]) -> tuple[str, ...] | None:

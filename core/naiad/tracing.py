@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from naiad.errors import NaiadError
-from naiad.trace_settings import Change, TraceSettings
+from naiad.trace_settings import Change, TraceSettings, check_settings
 
 if TYPE_CHECKING:
     from naiad.inference import InferenceRequest, ResponseEvent
@@ -64,24 +64,29 @@ class Tracer:
 
     def update(self, model: str, change: Change) -> TraceSettings:
         """Apply a checked change (see :mod:`naiad.trace_settings`) to ``model``'s settings ("" the
-        server's); returns the settings that now apply."""
+        server's); returns the settings that now apply. Settings Triton would refuse (tracing on
+        without a rate or a file) are refused and nothing changes."""
         with self._lock:
             if model:
-                overrides = self._overrides.setdefault(model, {})
+                overrides = dict(self._overrides.get(model, {}))
                 for field, value in change.items():
                     if value is None:
                         overrides.pop(field, None)
                     else:
                         overrides[field] = value
-                if not overrides:  # back to the server's settings, its sampling included
-                    del self._overrides[model]
-                effective = self._effective(model)
+                effective = replace(self._global, **overrides)
+                check_settings(effective)
+                if overrides:
+                    self._overrides[model] = overrides
+                else:  # back to the server's settings, its sampling included
+                    self._overrides.pop(model, None)
             else:
                 fields = {
                     field: getattr(self._startup, field) if value is None else value for field, value in change.items()
                 }
-                self._global = replace(self._global, **fields)
-                effective = self._global
+                effective = replace(self._global, **fields)
+                check_settings(effective)
+                self._global = effective
             self.active = bool(self._global.level) or any(
                 overrides.get("level") for overrides in self._overrides.values()
             )

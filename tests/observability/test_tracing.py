@@ -15,8 +15,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from naiad.errors import NaiadError
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
 from naiad.trace_settings import TraceSettings, parse_trace_config
+from naiad.tracing import Tracer
 
 from .conftest import ADD_SUB, ADD_SUB_CONFIG, STREAM, STREAM_CONFIG
 
@@ -178,6 +180,7 @@ def test_grpc_settings_through_tritonclient(traced: Any) -> None:
             "trace file location can not be updated through network protocol",
         ),
         ({"trace_rate": "3"}, "nope", "INVALID_ARGUMENT", "Request for unknown model : nope"),
+        ({"trace_rate": ["1", "2"]}, "", "INVALID_ARGUMENT", "expect only 1 value for 'trace_rate'"),
     ):
         with pytest.raises(InferenceServerException) as refused:
             client.update_trace_settings(model, change)
@@ -347,3 +350,23 @@ def test_trace_config_flags() -> None:
     ):
         with pytest.raises(ValueError, match=problem):
             parse_trace_config([entry])
+
+
+def test_tracing_on_needs_a_rate_and_a_file_as_in_triton() -> None:
+    """What Triton 2.51 answered a server started without a trace file; a refused change changes nothing."""
+    assert Tracer(TraceSettings()).update("", {"rate": 0}).rate == 0  # tracing off takes anything
+    tracer = Tracer(TraceSettings())
+    for model, change in (
+        ("", {"level": ("TIMESTAMPS",)}),
+        ("", {"rate": 5, "level": ("TENSORS",)}),
+        ("m", {"level": ("TIMESTAMPS",)}),
+    ):
+        with pytest.raises(NaiadError) as refused:
+            tracer.update(model, change)
+        assert refused.value.message == "Attempting to set invalid trace setting :trace file name is not given"
+    assert tracer.settings() == tracer.settings("m") == TraceSettings()
+    on = Tracer(TraceSettings(file="/tmp/trace.json"))
+    with pytest.raises(NaiadError) as refused:
+        on.update("", {"rate": 0, "level": ("TIMESTAMPS",)})
+    assert refused.value.message == "Attempting to set invalid trace setting :sample rate must be non-zero"
+    assert on.update("", {"level": ("TIMESTAMPS",)}).level == ("TIMESTAMPS",)
