@@ -17,6 +17,9 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from grpc import RpcError, StatusCode
+from grpc import insecure_channel as grpc_channel
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from naiad.errors import ErrorCode, NaiadError
@@ -167,6 +170,15 @@ def test_logging_extension_over_http_and_grpc(
     with pytest.raises(InferenceServerException) as wrong:
         grpc.update_log_settings({"log_info": None})  # a setting with no value
     assert wrong.value.status() == "StatusCode.INVALID_ARGUMENT"
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc_channel(server.grpc_url))
+    request = service_pb2.LogSettingsRequest()
+    request.settings["log_verbose_level"].bool_param = True
+    with pytest.raises(RpcError) as not_a_number:
+        stub.LogSettings(request, timeout=30)
+    assert (not_a_number.value.code(), not_a_number.value.details()) == (
+        StatusCode.INVALID_ARGUMENT,
+        "expect int32 for 'log_verbose_level'",  # Triton's gRPC words
+    )
     assert http.get_log_settings()["log_warning"] is False
 
 

@@ -111,6 +111,9 @@ class InferenceServicer:
 
     async def log_settings(self, request: pb.LogSettingsRequest) -> pb.LogSettingsResponse:
         if request.settings:
+            verbose = request.settings.get("log_verbose_level")
+            if verbose is not None and verbose.WhichOneof("parameter_choice") != "uint32_param":
+                raise invalid_arg("expect int32 for 'log_verbose_level'")  # Triton's gRPC words
             changes = {key: _setting_value(value) for key, value in request.settings.items()}
             settings = self._dataplane.update_log_settings(changes)
         else:
