@@ -9,8 +9,10 @@ much (all 16 requests start and end on the same steps, so each round the engine 
 the 16 clients to receive their last token and send their next request):
 
 * served, engine process: each client is a gRPC stream (``ModelStreamInfer``, ``stream: true``) of
-  tritonclient's asyncio client, on a connection of its own, to a server whose engine runs in a
-  process of its own (the default). The 16 clients share one event loop in this process, as LLM
+  tritonclient's asyncio client, each on a channel of its own, to a server whose engine runs in a
+  process of its own (the default). grpc's channels with the same settings to the same address share
+  one HTTP/2 connection, so the 16 streams travel on one (perf_analyzer's C++ client puts up to six
+  clients on each). The 16 clients share one event loop in this process, as LLM
   load generators do: a thread per stream (tritonclient's threaded client) costs the shared cores
   about twice the CPU per token;
 * served: the same, with ``"engine_process": false``: the engine in the server process;
@@ -95,7 +97,7 @@ def _tensor(name: str, value: Any, datatype: str) -> aioclient.InferInput:
 
 
 async def _client(url: str, prompts: list[str], sampling: str, ttft: list[float], tokens: list[int]) -> None:
-    """One client: a gRPC stream on a connection of its own, its requests one after the other. Every
+    """One client: a gRPC stream on a channel of its own, its requests one after the other. Every
     request ends on its ``max_tokens``-th token, whose response carries the final flag."""
     if not prompts:  # fewer requests than clients
         return
