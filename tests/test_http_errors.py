@@ -297,6 +297,26 @@ def test_unknown_path_and_wrong_method(
     connection.close()
 
 
+@pytest.mark.parametrize(
+    ("path", "status", "content_type"),
+    [  # Triton 2.51 takes HEAD nowhere
+        ("/v2", 405, "application/json"),
+        ("/v2/health/live", 405, "text/plain"),
+        ("/v2/models/add_sub", 405, "application/json"),
+        ("/v2/models/add_sub/ready", 405, "text/plain"),
+        ("/v2/models/add_sub/config", 405, "application/json"),
+        ("/v2/models/stats", 405, "application/json"),
+        ("/v2/nothing/here", 404, "text/plain"),
+    ],
+)
+def test_head_is_not_allowed(core_server: ServerProcess, path: str, status: int, content_type: str) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", core_server.http_port, timeout=30)
+    connection.request("HEAD", path)
+    response = connection.getresponse()
+    assert (response.status, response.getheader("content-type"), response.read()) == (status, content_type, b"")
+    connection.close()
+
+
 @pytest.mark.parametrize("path", ["/v2/health/live", "/v2/health/ready", "/v2/models/add_sub/ready"])
 def test_an_empty_200_is_text(core_server: ServerProcess, path: str) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", core_server.http_port, timeout=30)

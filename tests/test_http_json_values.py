@@ -435,3 +435,110 @@ def test_text_is_written_in_utf8_as_triton_writes_it(server: ServerProcess) -> N
 
     generated = _post(server, "echo_text/generate", {"S": ["\u00e9"]})
     assert generated.content == b'{"S_OUT":"\xc3\xa9","model_name":"echo_text","model_version":"1"}'
+
+
+_LATER_INPUT_WRONG = {"name": "INPUT1", "shape": "x", "datatype": "FP32", "data": [1]}
+_NO_DATA = (
+    "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+    "'shared_memory_region' in 'parameters'. But no field is set"
+)
+
+
+@pytest.mark.parametrize(
+    ("first_input", "status", "error"),
+    [
+        (5, 400, _NO_DATA),
+        ({"name": 5, "shape": "x", "datatype": 5}, 400, _NO_DATA),
+        (
+            {"name": None, "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+            500,
+            "Unable to parse 'name': attempt to access JSON non-string as string",
+        ),
+        (
+            {"name": "INPUT0", "shape": "x", "datatype": 5, "data": [1]},
+            500,
+            "Unable to parse 'datatype': attempt to access JSON non-string as string",
+        ),
+        (
+            {"name": "INPUT0", "shape": [4], "datatype": "FP32", "data": "x"},
+            500,
+            "Unable to parse 'data': attempt to access JSON non-array as array",
+        ),
+        (
+            {"name": "INPUT0", "shape": [4], "datatype": "FP32", "data": [1, "a", 3, 4, 5]},
+            500,
+            "Unable to parse 'data': attempt to access JSON non-number as double",
+        ),
+        (
+            {"name": "INPUT0", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4, "a"]},
+            500,
+            "Unable to parse 'data': Shape does not match true shape of 'data' field",
+        ),
+        (
+            {"name": "INPUT0", "shape": [4], "datatype": "FP16", "data": [1, 2, 3, 4]},
+            400,
+            "receiving FP16 data via JSON is not supported. Please use the binary data format for input INPUT0",
+        ),
+        (  # no data is read for an empty tensor: the next input's error is the one named
+            {"name": "INPUT0", "shape": [0], "datatype": "FP16", "data": "x"},
+            500,
+            "Unable to parse 'shape': attempt to access JSON non-array as array",
+        ),
+    ],
+)
+def test_each_input_is_read_whole_data_included_before_the_next_as_in_triton(
+    server: ServerProcess, first_input: Any, status: int, error: str
+) -> None:
+    response = _post(server, "add_sub/infer", {"inputs": [first_input, _LATER_INPUT_WRONG]})
+    assert (response.status_code, response.json()) == (status, {"error": error})
+
+
+def test_parameters_that_are_not_an_object(server: ServerProcess) -> None:
+    request = _post(server, "add_sub/infer", {"inputs": A4, "parameters": None})
+    assert (request.status_code, request.json()) == (
+        500,
+        {"error": "failed to get request params.: attempt to get members for non-object"},
+    )
+    ignored = [{**A4[0], "parameters": 5}, A4[1]]
+    answered = _post(server, "add_sub/infer", {"inputs": ignored, "outputs": [{"name": "OUTPUT0", "parameters": [1]}]})
+    assert answered.status_code == 200
+    assert answered.json()["outputs"][0]["data"] == [2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_datatype_triton_does_not_know_is_named_invalid_by_the_models_check(server: ServerProcess) -> None:
+    inputs = [{"name": "INPUT0", "shape": [0], "datatype": "XYZ", "data": []}, A4[1]]
+    response = _post(server, "add_sub/infer", {"inputs": inputs})
+    error = (
+        "[request id: <id_unknown>] inference input 'INPUT0' data-type is '<invalid>', but model 'add_sub' "
+        "expects 'FP32'"
+    )
+    assert (response.status_code, response.json()) == (400, {"error": error})
+
+
+@pytest.mark.parametrize(
+    ("shape", "data", "status", "error"),
+    [
+        (
+            [2],
+            ["a"],
+            400,
+            "[request id: <id_unknown>] expected 2 string elements for inference input 'S' for model "
+            "'echo_text', got 1",
+        ),
+        (
+            [1],
+            ["a", "b"],
+            400,
+            "[request id: <id_unknown>] unexpected number of string elements 2 for inference "
+            "input 'S' for model 'echo_text', expecting 1",
+        ),
+        ([1], ["a", 5], 500, "Unable to parse JSON bytes array: attempt to access JSON non-string as string"),
+    ],
+)
+def test_json_strings_are_counted_as_triton_counts_them(
+    server: ServerProcess, shape: list[int], data: list[Any], status: int, error: str
+) -> None:
+    response = _post(
+        server, "echo_text/infer", {"inputs": [{"name": "S", "shape": shape, "datatype": "BYTES", "data": data}]}
+    )
+    assert (response.status_code, response.json()) == (status, {"error": error})

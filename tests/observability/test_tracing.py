@@ -148,6 +148,7 @@ def test_a_model_overrides_and_falls_back_to_the_server_settings(traced: Any) ->
             "error": "Request for unknown model : nope"
         }
         assert _post(server, path, b'{"trace_rate": "7"}') == (400, {"error": "Request for unknown model : nope"})
+        assert _post(server, path, b"") == (400, {"error": "Request for unknown model : nope"})  # before the body
     response = httpx.put(f"http://{server.http_url}/v2/trace/setting", content=b"{}", timeout=30)
     assert (response.status_code, response.json()) == (405, {"error": "Method Not Allowed"})
 

@@ -112,10 +112,13 @@ def test_cuda_routes_without_a_gpu(tmp_path: Path) -> None:
     try:
         assert "cuda_shared_memory" not in http.get_server_metadata()["extensions"]
         assert "cuda_shared_memory" not in grpc.get_server_metadata().extensions
-        response = httpx.post(
-            f"http://{server.http_url}/v2/cudasharedmemory/region/c/register",
-            json={"raw_handle": {"b64": "AA" * 43 + "A="}, "device_id": 0, "byte_size": 8},
+        url = f"http://{server.http_url}/v2/cudasharedmemory/region/c/register"
+        short = httpx.post(url, json={"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 8})
+        assert (short.status_code, short.json()) == (
+            400,
+            {"error": "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"},
         )
+        response = httpx.post(url, json={"raw_handle": {"b64": "A" * 86 + "=="}, "device_id": 0, "byte_size": 8})
         assert response.status_code == 400
         assert response.json()["error"].startswith(
             "failed to register CUDA shared memory region: 'c', GPUs not supported: this server has no GPU"
@@ -124,6 +127,14 @@ def test_cuda_routes_without_a_gpu(tmp_path: Path) -> None:
             grpc.register_cuda_shared_memory("c", b"\0" * 64, 0, 8)
         assert "INVALID_ARGUMENT" in str(caught.value.status())  # type: ignore[attr-defined]
         assert http.get_cuda_shared_memory_status() == []
+        for body, field in ((b"[]", "raw_handle"), (b"null", "raw_handle")):
+            refused = httpx.post(url, content=body)
+            assert refused.json() == {"error": f"Shared memory register request has no '{field}' field"}
+        system = httpx.post(f"http://{server.http_url}/v2/systemsharedmemory/region/s/register", content=b'"s"')
+        assert (system.status_code, system.json()) == (
+            400,
+            {"error": "Shared memory register request has no 'key' field"},
+        )
         http.unregister_cuda_shared_memory()
         grpc.unregister_cuda_shared_memory("c")
     finally:

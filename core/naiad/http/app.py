@@ -164,6 +164,9 @@ def build_app(
         routes=routes,
         exception_handlers={HTTPException: http_error, BodyError: body_error, Exception: unexpected_error},
     )
+    for route in fallback.routes:  # Triton answers HEAD 405 wherever it answers GET
+        if isinstance(route, Route) and route.methods is not None:
+            route.methods.discard("HEAD")
     fallback.router.redirect_slashes = False  # Triton answers a path with a trailing slash 404, not a redirect
     return HttpRouter(dataplane, fallback, limits or HttpLimits(), restrictions or Restrictions())
 

@@ -61,9 +61,9 @@ class _Declared:
 
     shape: tuple[int, ...]
     count: int
-    datatype: datatypes.DataType
+    datatype: datatypes.DataType | None  # None: a name Triton does not know (the model check refuses it)
     binary: bool
-    data: Any = None  # the JSON 'data' value
+    data: Any = None  # JSON data: an array, or BYTES' encoded strings
     size: int = 0  # binary_data_size
     window: Window | None = None  # the shared-memory window holding the data
 
@@ -94,7 +94,7 @@ def decode_request(
     request_id = document.get("id", "")
     if not isinstance(request_id, str):
         raise parse_error("Unable to parse 'id': attempt to access JSON non-string as string")
-    parameters = _parameters(document.get("parameters"))
+    parameters = _parameters(document.get("parameters", {}))
     binary_default = parameters.get("binary_data_output", False)
     if not isinstance(binary_default, bool):
         raise parse_error("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean")
@@ -108,11 +108,10 @@ def decode_request(
     names: set[str] = set()
     offset = 0
     for raw in raw_inputs:
-        tensor = _declare_input(raw, binary_length - offset, model_name, request_id, max_input_size, shared_memory)
+        tensor = _declare_input(
+            raw, binary_length - offset, model_name, request_id, max_input_size, shared_memory, names
+        )
         offset += tensor.data.size
-        if tensor.name in names:
-            raise invalid_arg(f"{request_prefix(request_id)}input '{tensor.name}' already exists in request")
-        names.add(tensor.name)
         declared.append(tensor)
     if offset != binary_length:
         raise invalid_arg(f"unexpected additional input data for model '{model_name}'")
@@ -127,7 +126,7 @@ def decode_request(
     offset = 0
     for tensor in declared:
         try:
-            inputs.append(_decode_data(tensor, binary, offset, model_name, request_id, max_input_size))
+            inputs.append(_decode_data(tensor, binary, offset, model_name, request_id))
         except ByteSizeMismatch as error:  # reported once every input's data has been read, as Triton does
             mismatched[tensor.name] = error.message
         offset += tensor.data.size
@@ -150,10 +149,8 @@ def load_json(data: bytes | bytearray) -> Any:
 
 
 def _parameters(raw: Any) -> dict[str, ParameterValue]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise parse_error("Unable to parse 'parameters': attempt to access JSON non-object as object")
+    if not isinstance(raw, dict):  # null too: Triton lists the members of any "parameters" it finds
+        raise parse_error("failed to get request params.: attempt to get members for non-object")
     for key, value in raw.items():
         if not isinstance(value, str | int | float | bool):
             raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
@@ -196,27 +193,31 @@ def _outputs(raw: Any, shared_memory: SharedMemoryRegistry | None) -> list[Reque
         raise parse_error("Unable to parse 'outputs': attempt to access JSON non-array as array")
     outputs = []
     for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise parse_error("Unable to parse 'name': attempt to access non-existing object member 'name'")
-        parameters = entry.get("parameters") or {}
-        if isinstance(parameters, dict) and "shared_memory_region" in parameters:
+        fields = entry if isinstance(entry, dict) else {}
+        parameters = fields.get("parameters")
+        if not isinstance(parameters, dict):  # Triton finds nothing in parameters that are not an object
+            parameters = {}
+        binary = parameters.get("binary_data")
+        in_shared_memory = "shared_memory_region" in parameters
+        if in_shared_memory:
             if "classification" in parameters:
                 raise invalid_arg("Output can't set both 'shared_memory_region' and 'classification'")
-            if parameters.get("binary_data") is True:
+            if binary is not None and not isinstance(binary, bool):
+                raise parse_error("Unable to set 'binary_data': attempt to access JSON non-boolean as boolean")
+            if binary:
                 raise invalid_arg("Output can't set both 'shared_memory_region' and 'binary_data'")
-        binary = parameters.get("binary_data")
-        if binary is not None and not isinstance(binary, bool):
-            raise parse_error("Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean")
+        name = _member(fields, "name", str, "non-string as string")
         classification = parameters.get("classification", 0)
-        if isinstance(classification, bool) or not isinstance(classification, int) or classification < 0:
+        if not _is_unsigned(classification):
             raise parse_error(
                 "Unable to set 'classification': attempt to access JSON non-unsigned-integer as unsigned-integer"
             )
         destination = None
-        if "shared_memory_region" in parameters:
-            window = _window(parameters, shared_memory, writable=True)
-            destination = RegionDestination(window, entry["name"])
-        outputs.append(RequestedOutput(entry["name"], binary, classification, destination))
+        if in_shared_memory:
+            destination = RegionDestination(_window(parameters, shared_memory, writable=True), name)
+        elif binary is not None and not isinstance(binary, bool):
+            raise parse_error("Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean")
+        outputs.append(RequestedOutput(name, binary, classification, destination))
     return outputs
 
 
@@ -239,33 +240,18 @@ def _declare_input(
     request_id: str,
     max_input_size: int,
     shared_memory: SharedMemoryRegistry | None,
+    names: set[str],
 ) -> Tensor:
-    """An input's name, datatype and shape, checked, with its data still undecoded."""
-    if not isinstance(raw, dict):
-        raise parse_error("Unable to parse 'inputs': attempt to access JSON non-object as object")
-    name = raw.get("name")
-    if not isinstance(name, str):
-        raise parse_error("Unable to parse 'name': attempt to access non-existing object member 'name'")
-    if "shape" not in raw:
-        raise parse_error("Unable to parse 'shape': attempt to access non-existing object member 'shape'")
-    shape = raw["shape"]
-    if not isinstance(shape, list) or not all(
-        isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in shape
-    ):
-        raise _not_unsigned("shape")
-    if "datatype" not in raw:
-        raise parse_error("Unable to parse 'datatype': attempt to access non-existing object member 'datatype'")
-    datatype_name = raw["datatype"]
-    if not isinstance(datatype_name, str):
-        raise parse_error("Unable to parse 'datatype': attempt to access JSON non-string as string")
-    if datatype_name not in datatypes.BY_WIRE:
-        raise invalid_arg(f"invalid datatype for input {name}")
-    datatype = datatypes.BY_WIRE[datatype_name]
-    parameters = raw.get("parameters") or {}
+    """An input read in Triton's order: where its data is, its name, datatype and shape, then its
+    JSON data (decoded now, as Triton parses it) or where its binary or shared-memory data lies."""
+    fields = raw if isinstance(raw, dict) else {}
+    parameters = fields.get("parameters")
+    if not isinstance(parameters, dict):  # Triton finds nothing in parameters that are not an object
+        parameters = {}
     sources = [
         label
         for label, present in (
-            ("'data'", "data" in raw),
+            ("'data'", "data" in fields),
             ("'binary_data_size'", "binary_data_size" in parameters),
             ("'shared_memory_region'", "shared_memory_region" in parameters),
         )
@@ -277,24 +263,86 @@ def _declare_input(
             "'shared_memory_region' in 'parameters'. But "
             + (f"set {' '.join(sources)}" if sources else "no field is set")
         )
+    name = _member(fields, "name", str, "non-string as string")
+    datatype_name = _member(fields, "datatype", str, "non-string as string")
+    shape = _member(fields, "shape", list, "non-array as array")
+    if not all(_is_unsigned(dim) for dim in shape):
+        raise _not_unsigned("shape")
+    if name in names:
+        raise invalid_arg(f"{request_prefix(request_id)}input '{name}' already exists in request")
+    names.add(name)
+    datatype = datatypes.BY_WIRE.get(datatype_name)
+    wire = datatype.wire if datatype is not None else _UNKNOWN_DATATYPE
     if sources[0] == "'shared_memory_region'":
         window = _window(parameters, shared_memory, writable=False)
-        return Tensor(name, datatype.wire, _Declared(tuple(shape), 0, datatype, True, window=window))
-    count = element_count(name, shape, datatype)
-    if "data" in raw:
-        byte_size = count * datatype.byte_size
-        if datatype.wire != "BYTES" and byte_size > max_input_size:
-            raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
-        return Tensor(name, datatype.wire, _Declared(tuple(shape), count, datatype, False, raw["data"]))
-    size = parameters["binary_data_size"]
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise _not_unsigned("binary_data_size")
-    if size > binary_left:
-        raise invalid_arg(
-            f"unexpected size for input '{name}', expecting {size - binary_left} additional bytes "
-            f"for model '{model_name}'"
+        return Tensor(name, wire, _Declared(tuple(shape), 0, datatype, True, window=window))
+    if sources[0] == "'binary_data_size'":
+        size = parameters["binary_data_size"]
+        if not _is_unsigned(size):
+            raise _not_unsigned("binary_data_size")
+        if size > binary_left:
+            raise invalid_arg(
+                f"unexpected size for input '{name}', expecting {size - binary_left} additional bytes "
+                f"for model '{model_name}'"
+            )
+        count = element_count(name, shape, datatype or _NO_BYTE_SIZE)
+        return Tensor(name, wire, _Declared(tuple(shape), count, datatype, True, size=size))
+    count = element_count(name, shape, datatype or _NO_BYTE_SIZE)
+    if count == 0:  # Triton reads no data for an empty tensor
+        empty = np.empty(shape, dtype=datatype.numpy if datatype is not None else np.uint8)
+        return Tensor(name, wire, _Declared(tuple(shape), 0, datatype, False, empty))
+    data = fields["data"]
+    if not isinstance(data, list):
+        raise parse_error("Unable to parse 'data': attempt to access JSON non-array as array")
+    if datatype is not None and datatype.wire == "BYTES":
+        return Tensor(
+            name, wire, _Declared(tuple(shape), count, datatype, False, _json_strings(data, name, max_input_size))
         )
-    return Tensor(name, datatype.wire, _Declared(tuple(shape), count, datatype, True, size=size))
+    byte_size = count * datatype.byte_size if datatype is not None else 0
+    if byte_size > max_input_size:
+        raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
+    if datatype is None:
+        raise invalid_arg(f"invalid datatype for input {name}")
+    refuse_half_json(datatype, name)
+    array = _json_numbers_of_shape(flatten(data), datatype, count).reshape(shape)
+    return Tensor(name, wire, _Declared(tuple(shape), count, datatype, False, array))
+
+
+_UNKNOWN_DATATYPE = "<invalid>"
+"""How Triton names a datatype it does not know; the model check refuses it."""
+_NO_BYTE_SIZE = datatypes.BY_WIRE["BYTES"]
+"""Stands in for an unknown datatype where a shape's size is checked: like Triton's, it has no byte size."""
+
+
+def _member(fields: dict[str, Any], key: str, kind: type, wrong: str) -> Any:
+    """A required member of an input, in rapidjson's words when it is missing or of the wrong kind."""
+    if key not in fields:
+        raise parse_error(f"Unable to parse '{key}': attempt to access non-existing object member '{key}'")
+    value = fields[key]
+    if not isinstance(value, kind):
+        raise parse_error(f"Unable to parse '{key}': attempt to access JSON {wrong}")
+    return value
+
+
+def _json_strings(data: list[Any], name: str, max_input_size: int) -> list[bytes]:
+    """BYTES data from JSON: every element a string (checked before anything else, as Triton does)."""
+    flat = flatten(data)
+    if not all(isinstance(item, str) for item in flat):
+        raise parse_error("Unable to parse JSON bytes array: attempt to access JSON non-string as string")
+    encoded = [item.encode("utf-8", "surrogateescape") for item in flat]
+    byte_size = sum(map(len, encoded)) + 4 * len(encoded)
+    if byte_size > max_input_size:
+        raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
+    return encoded
+
+
+def _json_numbers_of_shape(flat: list[Any], datatype: datatypes.DataType, count: int) -> npt.NDArray[Any]:
+    """``count`` numbers from JSON. Triton reads element by element, so a value of the wrong type
+    among the first ``count`` is named before a count that does not match."""
+    values = json_numbers(flat[:count], datatype)
+    if len(flat) != count:
+        raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
+    return values
 
 
 def _not_unsigned(field: str) -> NaiadError:
@@ -309,39 +357,38 @@ def _json_too_large(name: str, byte_size: int, limit: int) -> str:
     )
 
 
-def _decode_data(
-    tensor: Tensor, binary: memoryview, offset: int, model_name: str, request_id: str, max_input_size: int
-) -> Tensor:
+def _decode_data(tensor: Tensor, binary: memoryview, offset: int, model_name: str, request_id: str) -> Tensor:
+    """An input's data: its JSON data (decoded as it was read; BYTES counted now, after the model's
+    checks, as Triton counts them), or its bytes in the body or in shared memory."""
     declared: _Declared = tensor.data
     shape = list(declared.shape)
+    assert declared.datatype is not None, "the model's checks refuse a datatype Triton does not know"
     if declared.window is not None:
         return input_tensor(declared.window, tensor.name, declared.datatype, shape, model_name, request_id)
     if not declared.binary:
-        array = _from_json(declared.data, declared.datatype, shape, declared.count, tensor.name, max_input_size)
-    else:
-        chunk = binary[offset : offset + declared.size]
-        array = from_bytes(chunk, declared.datatype, shape, tensor.name, model_name, request_id)
+        data = declared.data
+        if isinstance(data, list):  # BYTES
+            data = _strings_array(data, declared.count, tensor.name, model_name, request_id).reshape(shape)
+        return Tensor(tensor.name, tensor.datatype, data)
+    chunk = binary[offset : offset + declared.size]
+    array = from_bytes(chunk, declared.datatype, shape, tensor.name, model_name, request_id)
     return Tensor(tensor.name, tensor.datatype, array)
 
 
-def _from_json(
-    data: Any, datatype: datatypes.DataType, shape: list[int], count: int, name: str, max_input_size: int
-) -> npt.NDArray[Any]:
-    refuse_half_json(datatype, name)
-    flat = flatten(data)
-    if len(flat) != count:
-        raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
-    if datatype.wire == "BYTES":
-        if not all(isinstance(item, str) for item in flat):
-            raise parse_error("Unable to parse 'data': attempt to access JSON non-string as string")
-        encoded = [item.encode("utf-8", "surrogateescape") for item in flat]
-        byte_size = sum(map(len, encoded)) + 4 * count
-        if byte_size > max_input_size:
-            raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
-        array = np.empty(count, dtype=np.object_)
-        array[:] = encoded
-        return array.reshape(shape)
-    return json_numbers(flat, datatype).reshape(shape)
+def _strings_array(
+    encoded: list[bytes], count: int, name: str, model_name: str, request_id: str
+) -> npt.NDArray[np.object_]:
+    if len(encoded) != count:
+        raise ByteSizeMismatch(
+            f"{request_prefix(request_id)}expected {count} string elements for inference input '{name}' for "
+            f"model '{model_name}', got {len(encoded)}"
+            if len(encoded) < count
+            else f"{request_prefix(request_id)}unexpected number of string elements {len(encoded)} for inference "
+            f"input '{name}' for model '{model_name}', expecting {count}"
+        )
+    array = np.empty(count, dtype=np.object_)
+    array[:] = encoded
+    return array
 
 
 def refuse_half_json(datatype: datatypes.DataType, name: str) -> None:

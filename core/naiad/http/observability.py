@@ -40,8 +40,9 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
     async def trace_setting(request: Request) -> Response:
         model = request.path_params.get("model", "")
         try:
+            settings = dataplane.trace_settings(model)  # an unknown model is named before the body is read
             if request.method == "GET":
-                return JSONResponse(dataplane.trace_settings(model))
+                return JSONResponse(settings)
             change = http_change(load_json(await request.body()))
             return JSONResponse(dataplane.update_trace_settings(model, change))
         except NaiadError as error:

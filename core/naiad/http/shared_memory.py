@@ -16,6 +16,7 @@ from naiad.errors import NaiadError, invalid_arg
 from naiad.http.codec import load_json
 from naiad.http.status import error_response
 from naiad.shared_memory import CUDA, SYSTEM, SharedMemoryRegistry
+from naiad.shared_memory.cuda import IPC_HANDLE_SIZE
 
 _UNSIGNED = "attempt to access JSON non-unsigned-integer as unsigned-integer"
 
@@ -74,7 +75,9 @@ def shared_memory_routes(registry: SharedMemoryRegistry) -> list[Route]:
         try:
             raw_handle = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
-            raise invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t") from None
+            raw_handle = b""
+        if len(raw_handle) != IPC_HANDLE_SIZE:  # refused before a GPU is looked for, as Triton does
+            raise invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
         await asyncio.to_thread(registry.register_cuda, name, raw_handle, device_id, byte_size)
         return Response(b"", media_type="application/json")
 
@@ -91,10 +94,10 @@ def shared_memory_routes(registry: SharedMemoryRegistry) -> list[Route]:
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
+    """The register request's fields; a document that is not an object has none (Triton then names
+    the first field it misses)."""
     parsed = load_json(body)
-    if not isinstance(parsed, dict):
-        raise invalid_arg("a shared memory register request must be a JSON object")
-    return parsed
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _required(body: dict[str, Any], field: str) -> Any:
