@@ -53,10 +53,11 @@ class DecodedRequest:
 
 @dataclass(slots=True)
 class _Declared:
-    """One input as the JSON declares it, before its data is decoded.
+    """One input as the JSON declares it: its JSON data already read, its binary or shared-memory
+    data not yet.
 
     It stands in for the array in a :class:`Tensor` (which reads ``data.shape``) so a request's
-    inputs are checked against the model before any data is decoded.
+    inputs are checked against the model before binary data is decoded and sizes are compared.
     """
 
     shape: tuple[int, ...]
