@@ -64,7 +64,7 @@ class _Declared:
     count: int
     datatype: datatypes.DataType | None  # None: a name Triton does not know (the model check refuses it)
     binary: bool
-    data: Any = None  # JSON data: an array, or BYTES' encoded strings
+    data: Any = None  # JSON data, decoded: BYTES' strings flat, every other type in its shape
     size: int = 0  # binary_data_size
     window: Window | None = None  # the shared-memory window holding the data
 
@@ -195,9 +195,7 @@ def _outputs(raw: Any, shared_memory: SharedMemoryRegistry | None) -> list[Reque
     outputs = []
     for entry in raw:
         fields = entry if isinstance(entry, dict) else {}
-        parameters = fields.get("parameters")
-        if not isinstance(parameters, dict):  # Triton finds nothing in parameters that are not an object
-            parameters = {}
+        parameters = _parameters_object(fields)
         binary = parameters.get("binary_data")
         in_shared_memory = "shared_memory_region" in parameters
         if in_shared_memory:
@@ -229,7 +227,7 @@ def _window(parameters: dict[str, Any], shared_memory: SharedMemoryRegistry | No
         raise parse_error("Unable to parse 'shared_memory_region': attempt to access JSON non-string as string")
     offset, byte_size = (parameters.get(key, 0) for key in ("shared_memory_offset", "shared_memory_byte_size"))
     for key, value in (("shared_memory_offset", offset), ("shared_memory_byte_size", byte_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not _is_unsigned(value):
             raise _not_unsigned(key)
     return window_of(shared_memory, RegionReference(region, offset, byte_size), writable=writable)
 
@@ -246,9 +244,7 @@ def _declare_input(
     """An input read in Triton's order: where its data is, its name, datatype and shape, then its
     JSON data (decoded now, as Triton parses it) or where its binary or shared-memory data lies."""
     fields = raw if isinstance(raw, dict) else {}
-    parameters = fields.get("parameters")
-    if not isinstance(parameters, dict):  # Triton finds nothing in parameters that are not an object
-        parameters = {}
+    parameters = _parameters_object(fields)
     sources = [
         label
         for label, present in (
@@ -295,10 +291,12 @@ def _declare_input(
     data = fields["data"]
     if not isinstance(data, list):
         raise parse_error("Unable to parse 'data': attempt to access JSON non-array as array")
-    if datatype is not None and datatype.wire == "BYTES":
-        return Tensor(
-            name, wire, _Declared(tuple(shape), count, datatype, False, _json_strings(data, name, max_input_size))
-        )
+    if datatype is not None and datatype.wire == "BYTES":  # counted after the model's checks, as in Triton
+        strings = json_strings(flatten(data))
+        byte_size = sum(map(len, strings)) + 4 * len(strings)
+        if byte_size > max_input_size:
+            raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
+        return Tensor(name, wire, _Declared(tuple(shape), count, datatype, False, strings))
     byte_size = count * datatype.byte_size if datatype is not None else 0
     if byte_size > max_input_size:
         raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
@@ -315,6 +313,12 @@ _NO_BYTE_SIZE = datatypes.BY_WIRE["BYTES"]
 """Stands in for an unknown datatype where a shape's size is checked: like Triton's, it has no byte size."""
 
 
+def _parameters_object(fields: dict[str, Any]) -> dict[str, Any]:
+    """A tensor's ``parameters``; Triton finds nothing in parameters that are not an object."""
+    parameters = fields.get("parameters")
+    return parameters if isinstance(parameters, dict) else {}
+
+
 def _member(fields: dict[str, Any], key: str, kind: type, wrong: str) -> Any:
     """A required member of an input, in rapidjson's words when it is missing or of the wrong kind."""
     if key not in fields:
@@ -325,22 +329,19 @@ def _member(fields: dict[str, Any], key: str, kind: type, wrong: str) -> Any:
     return value
 
 
-def _json_strings(data: list[Any], name: str, max_input_size: int) -> list[bytes]:
-    """BYTES data from JSON: every element a string (checked before anything else, as Triton does)."""
-    flat = flatten(data)
+def json_strings(flat: list[Any]) -> npt.NDArray[np.object_]:
+    """BYTES data from JSON values, UTF-8 encoded as sent; each must be a string (Triton's words if not)."""
     if not all(isinstance(item, str) for item in flat):
         raise parse_error("Unable to parse JSON bytes array: attempt to access JSON non-string as string")
-    encoded = [item.encode("utf-8", "surrogateescape") for item in flat]
-    byte_size = sum(map(len, encoded)) + 4 * len(encoded)
-    if byte_size > max_input_size:
-        raise invalid_arg(_json_too_large(name, byte_size, max_input_size))
-    return encoded
+    array = np.empty(len(flat), dtype=np.object_)
+    array[:] = [item.encode("utf-8", "surrogateescape") for item in flat]
+    return array
 
 
 def _json_numbers_of_shape(flat: list[Any], datatype: datatypes.DataType, count: int) -> npt.NDArray[Any]:
     """``count`` numbers from JSON. Triton reads element by element, so a value of the wrong type
     among the first ``count`` is named before a count that does not match."""
-    values = json_numbers(flat[:count], datatype)
+    values = json_numbers(flat if len(flat) == count else flat[:count], datatype)
     if len(flat) != count:
         raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
     return values
@@ -368,28 +369,27 @@ def _decode_data(tensor: Tensor, binary: memoryview, offset: int, model_name: st
         return input_tensor(declared.window, tensor.name, declared.datatype, shape, model_name, request_id)
     if not declared.binary:
         data = declared.data
-        if isinstance(data, list):  # BYTES
-            data = _strings_array(data, declared.count, tensor.name, model_name, request_id).reshape(shape)
-        return Tensor(tensor.name, tensor.datatype, data)
+        if data.size != declared.count:  # BYTES strings, flat; every other JSON array has its shape already
+            raise ByteSizeMismatch(
+                _string_count_mismatch(data.size, declared.count, tensor.name, model_name, request_id)
+            )
+        return Tensor(tensor.name, tensor.datatype, data.reshape(shape))
     chunk = binary[offset : offset + declared.size]
     array = from_bytes(chunk, declared.datatype, shape, tensor.name, model_name, request_id)
     return Tensor(tensor.name, tensor.datatype, array)
 
 
-def _strings_array(
-    encoded: list[bytes], count: int, name: str, model_name: str, request_id: str
-) -> npt.NDArray[np.object_]:
-    if len(encoded) != count:
-        raise ByteSizeMismatch(
+def _string_count_mismatch(got: int, count: int, name: str, model_name: str, request_id: str) -> str:
+    """Triton's words for BYTES data with more or fewer strings than its shape holds."""
+    if got < count:
+        return (
             f"{request_prefix(request_id)}expected {count} string elements for inference input '{name}' for "
-            f"model '{model_name}', got {len(encoded)}"
-            if len(encoded) < count
-            else f"{request_prefix(request_id)}unexpected number of string elements {len(encoded)} for inference "
-            f"input '{name}' for model '{model_name}', expecting {count}"
+            f"model '{model_name}', got {got}"
         )
-    array = np.empty(count, dtype=np.object_)
-    array[:] = encoded
-    return array
+    return (
+        f"{request_prefix(request_id)}unexpected number of string elements {got} for inference input '{name}' "
+        f"for model '{model_name}', expecting {count}"
+    )
 
 
 def refuse_half_json(datatype: datatypes.DataType, name: str) -> None:

@@ -12,12 +12,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-import numpy as np
-
 from naiad import datatypes
 from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import NaiadError, invalid_arg
-from naiad.http.codec import flatten, json_numbers, load_json, parse_error, refuse_half_json
+from naiad.http.codec import flatten, json_numbers, json_strings, load_json, parse_error, refuse_half_json
 from naiad.http.json_body import dump_json
 from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent
 from naiad.models import InputSpec, ServingModel
@@ -106,11 +104,7 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
         raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
     datatype = spec.datatype
     if datatype.wire == "BYTES":
-        if not all(isinstance(item, str) for item in flat):
-            raise parse_error("Unable to parse JSON bytes array: attempt to access JSON non-string as string")
-        array = np.empty(len(flat), dtype=np.object_)
-        array[:] = [item.encode("utf-8", "surrogateescape") for item in flat]
-        return Tensor(spec.name, "BYTES", array.reshape(shape))
+        return Tensor(spec.name, "BYTES", json_strings(flat).reshape(shape))
     refuse_half_json(datatype, spec.name)
     return Tensor(spec.name, datatype.wire, json_numbers(flat, datatype).reshape(shape))
 
