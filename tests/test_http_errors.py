@@ -13,7 +13,7 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
 
-from .validation_cases import SEVERAL_MISTAKES, Mistakes, client_inputs
+from .validation_cases import EMPTY_BATCHES, SEVERAL_MISTAKES, Mistakes, client_inputs
 
 
 @pytest.fixture
@@ -111,6 +111,17 @@ def test_an_extra_input_with_none_missing_is_worded_as_in_triton(client: httpcli
     assert caught.value.message().endswith(  # Triton writes no missing inputs as "]"
         "Got input(s) ['X','INPUT1','INPUT0'], but missing required input(s) ]. Please provide all required input(s)."
     )
+
+
+@pytest.mark.parametrize("case", EMPTY_BATCHES)
+def test_inputs_leading_with_zero_items_are_sized_as_triton_sizes_them(
+    client: httpclient.InferenceServerClient, case: Mistakes
+) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer(case.model, client_inputs(httpclient, case))
+    assert caught.value.status() == "400"
+    assert caught.value.message() == case.message
+    _assert_still_serving(client)
 
 
 @pytest.mark.parametrize("case", SEVERAL_MISTAKES)

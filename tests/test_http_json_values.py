@@ -128,6 +128,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repository.add_python_model("echo_types", ECHO_TYPES, ECHO_TYPES_CONFIG)
     repository.add_python_model("echo_half", *_echo_one("H", "FP16", "1"))
     repository.add_python_model("echo_text", *_echo_one("S", "STRING", "-1"))
+    repository.add_python_model("echo_word", *_echo_one("W", "STRING", "1"))
     for name, sends in SENDS.items():
         body = "\n".join(" " * 12 + send for send in sends)
         repository.add_python_model(name, SENDER.replace("{sends}", body), DECOUPLED)
@@ -220,6 +221,19 @@ def test_generate_reads_nested_arrays_as_the_data_of_an_input(server: ServerProc
     assert (response.status_code, response.json()) == (
         500,
         {"error": "Unable to parse 'data': Shape does not match true shape of 'data' field"},
+    )
+
+
+def test_generate_reads_strings_before_it_fits_them_to_the_shape(server: ServerProcess) -> None:
+    response = _post(server, "echo_word/generate", {"W": [1, 2]})
+    assert (response.status_code, response.json()) == (
+        500,
+        {"error": "Unable to parse JSON bytes array: attempt to access JSON non-string as string"},
+    )
+    response = _post(server, "echo_word/generate", {"W": ["a", "b"]})
+    assert (response.status_code, response.json()) == (
+        400,
+        {"error": "The schema can not convert input 'W' to tensor with proper shape"},
     )
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 class Mistakes(NamedTuple):
     model: str
-    inputs: list[tuple[str, list[int], str]]  # name, shape, datatype (FP32 or INT32)
+    inputs: list[tuple[str, list[int], str]]  # name, shape, datatype (FP32, INT32 or BYTES)
     outputs: list[str]
     message: str
 
@@ -42,12 +42,56 @@ SEVERAL_MISTAKES = [
     ),
 ]
 
+# Batching models' inputs that lead with 0: Triton takes the batch size from the other inputs (one
+# item where all lead with 0) and sizes the data for it. Those whose items hold no elements Triton
+# never answers (or hands the model a shape not the request's): naiad refuses them.
+EMPTY_BATCHES = [
+    Mistakes(
+        "add_sub_batch",
+        [("INPUT0", [0, 4], "FP32"), ("INPUT1", [0, 4], "FP32")],
+        [],
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'add_sub_batch'. "
+        "Expected 16, got 0",
+    ),
+    Mistakes(
+        "add_sub_batch",
+        [("INPUT0", [1, 4], "FP32"), ("INPUT1", [0, 4], "FP32")],
+        [],
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'add_sub_batch'. "
+        "Expected 16, got 0",
+    ),
+    Mistakes(
+        "add_sub_batch",
+        [("INPUT0", [0, 4], "FP32"), ("INPUT1", [1, 4], "FP32")],
+        [],
+        "[request id: <id_unknown>] input 'INPUT0' batch size does not match other inputs for 'add_sub_batch'",
+    ),
+    Mistakes(
+        "string_reverse",
+        [("TEXT", [0, 2], "BYTES")],
+        [],
+        "[request id: <id_unknown>] expected 2 string elements for inference input 'TEXT' for model "
+        "'string_reverse', got 0",
+    ),
+    Mistakes(
+        "string_reverse",
+        [("TEXT", [0, 0], "BYTES")],
+        [],
+        "[request id: <id_unknown>] input 'TEXT' for model 'string_reverse' has shape [0,0]: a batch of 0 items. "
+        "A model with max_batch_size 8 takes 1 to 8 items per request, as many in every input; send at least "
+        "one item.",
+    ),
+]
+
 
 def client_inputs(client_module: Any, case: Mistakes) -> list[Any]:
     """The case's inputs as InferInputs of ``client_module`` (``tritonclient.http`` or ``tritonclient.grpc``)."""
     inputs = []
     for name, shape, datatype in case.inputs:
         tensor = client_module.InferInput(name, shape, datatype)
-        tensor.set_data_from_numpy(np.ones(shape, dtype=np.float32 if datatype == "FP32" else np.int32))
+        if datatype == "BYTES":
+            tensor.set_data_from_numpy(np.full(shape, b"x", dtype=np.object_))
+        else:
+            tensor.set_data_from_numpy(np.ones(shape, dtype=np.float32 if datatype == "FP32" else np.int32))
         inputs.append(tensor)
     return inputs

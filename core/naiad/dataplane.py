@@ -54,6 +54,13 @@ class ServerState(enum.Enum):
     EXITING = "EXITING"
 
 
+def refuse_named_repository(repository_name: str) -> None:
+    """Triton serves its repositories as one: a load, an unload or (over gRPC) an index that names a
+    repository is refused, UNSUPPORTED, before anything else about it is read."""
+    if repository_name:
+        raise unsupported("'repository_name' specification is not supported")
+
+
 class DataPlane:
     """Health, metadata, config and inference for every frontend."""
 

@@ -34,6 +34,14 @@ class NaiadError(Exception):
         return f"NaiadError({self.message!r}, {self.code.name})"
 
 
+class ByteSizeMismatch(NaiadError):
+    """An input whose data is not the size its shape and datatype call for (INVALID_ARG). Triton
+    checks sizes after everything else about a request, so the frontends hold this one back."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorCode.INVALID_ARG)
+
+
 def invalid_arg(message: str) -> NaiadError:
     """An INVALID_ARG error: the client sent something the model cannot take."""
     return NaiadError(message, ErrorCode.INVALID_ARG)

@@ -28,7 +28,7 @@ from naiad.models import ServingModel
 from naiad.tensor import Tensor
 from naiad.trace_settings import TraceSettings
 from naiad.tracing import FrontendTiming, Tracer
-from naiad.validation import validate_inputs, validate_outputs
+from naiad.validation import check_empty_items, validate_inputs, validate_outputs, zero_led
 
 SHUTTING_DOWN = "Server not ready: it is shutting down"
 
@@ -131,6 +131,8 @@ class InferenceService:
         else:
             requested = dict(model.default_outputs)
         batch_size = validate_inputs(model.name, signature, inputs, request_id)
+        if zero_led(signature, inputs):
+            check_empty_items(model.name, signature, inputs, batch_size, request_id)
         sender = ResponseSender(sink, model.pipeline, cancellation)
         if outputs:
             options = {name: out for name, out in requested.items() if out.classification or out.destination}

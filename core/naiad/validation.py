@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from naiad.errors import NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
 from naiad.hash_order import map_order
 from naiad.models import ModelSignature
 from naiad.tensor import Tensor
@@ -46,24 +47,90 @@ def validate_outputs(model_name: str, signature: ModelSignature, requested: Sequ
 
 
 def validate_inputs(model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str) -> int:
-    """Check the inputs as Triton does, and return the request's batch size (1 if not batching): their
-    count, then their names (with their batch dimensions, for a batching model), then each one's
-    datatype and shape. Where several inputs are wrong, the error is the one Triton gives: it checks
-    them in its map's order (:mod:`naiad.hash_order`)."""
+    """Check the inputs as Triton does, and return the request's batch size (1 if not batching, 0 if
+    every input leads with 0): their count, then their names (with their batch dimensions, for a
+    batching model), then each one's datatype and shape. Where several inputs are wrong, the error
+    is the one Triton gives: it checks them in its map's order (:mod:`naiad.hash_order`)."""
     given = [tensor.name for tensor in inputs]
     if not len(signature.required_inputs) <= len(given) <= len(signature.inputs):
         _wrong_input_count(model_name, signature, given, request_id)
+    # Where an input leads with 0, Triton's batch size depends on its order: checked in that order only.
+    reordered = len(inputs) > 1 and bool(zero_led(signature, inputs))
     try:
-        batch_size = _check_inputs(model_name, signature, inputs, request_id)
+        batch_size = _check_inputs(model_name, signature, _in_map_order(inputs) if reordered else inputs, request_id)
     except NaiadError:
-        if len(inputs) > 1:
-            _check_inputs(model_name, signature, [inputs[index] for index in map_order(given)], request_id)
+        if len(inputs) > 1 and not reordered:
+            _check_inputs(model_name, signature, _in_map_order(inputs), request_id)
         raise
     # As many inputs as the model takes, each known, yet a required one missing: Triton 2.51 runs
     # such a request; naiad refuses it as it refuses too few inputs.
     if any(name not in given for name in signature.required_inputs):
         _wrong_input_count(model_name, signature, given, request_id)
     return batch_size
+
+
+def _in_map_order(inputs: Sequence[Tensor]) -> list[Tensor]:
+    return [inputs[index] for index in map_order([tensor.name for tensor in inputs])]
+
+
+def check_empty_items(
+    model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], batch_size: int, request_id: str
+) -> None:
+    """Refuse a batching model's inputs that lead with 0 (:func:`zero_led`), as far as Triton does.
+
+    Triton counts a leading 0 as no batch size at all: such an input takes the request's batch size
+    from the others, or one item if every input leads with 0, and data sized for that many items,
+    so it refuses one with no data in its usual words (the ones given here). Where the items hold no
+    elements either, Triton never answers (batch size 0) or hands the model a tensor whose shape is
+    not the request's; naiad refuses those requests."""
+    leading_zero = zero_led(signature, inputs)
+    mismatched: dict[str, str] = {}
+    for tensor in leading_zero:
+        spec = signature.inputs[tensor.name]
+        items = max(batch_size, 1) * math.prod(tensor.shape[1:])
+        if not items:
+            continue
+        if tensor.datatype == "BYTES":
+            mismatched[tensor.name] = string_count_mismatch(0, items, tensor.name, model_name, request_id)
+        else:
+            mismatched[tensor.name] = (
+                f"{request_prefix(request_id)}input byte size mismatch for input '{tensor.name}' for model "
+                f"'{model_name}'. Expected {items * spec.datatype.byte_size}, got 0"
+            )
+    if mismatched:
+        raise ByteSizeMismatch(first_in_triton_order(mismatched, [tensor.name for tensor in inputs]))
+    if leading_zero:
+        first = leading_zero[0]
+        raise invalid_arg(
+            f"{request_prefix(request_id)}input '{first.name}' for model '{model_name}' has shape "
+            f"{_format_shape(first.shape)}: a batch of 0 items. A model with max_batch_size "
+            f"{signature.max_batch_size} takes 1 to {signature.max_batch_size} items per request, as many in "
+            "every input; send at least one item."
+        )
+
+
+def zero_led(signature: ModelSignature, inputs: Sequence[Tensor]) -> list[Tensor]:
+    """A batching model's inputs whose shape leads with 0 (shape tensors aside)."""
+    found: list[Tensor] = []
+    if signature.max_batch_size:
+        for tensor in inputs:
+            spec = signature.inputs.get(tensor.name)
+            if tensor.shape[:1] == (0,) and spec is not None and not spec.is_shape_tensor:
+                found.append(tensor)
+    return found
+
+
+def string_count_mismatch(got: int, count: int, name: str, model_name: str, request_id: str) -> str:
+    """Triton's words for BYTES data with more or fewer strings than its shape holds."""
+    if got < count:
+        return (
+            f"{request_prefix(request_id)}expected {count} string elements for inference input '{name}' for "
+            f"model '{model_name}', got {got}"
+        )
+    return (
+        f"{request_prefix(request_id)}unexpected number of string elements {got} for inference input '{name}' "
+        f"for model '{model_name}', expecting {count}"
+    )
 
 
 def first_in_triton_order(found: Mapping[str, _Found], names: Sequence[str]) -> _Found:
@@ -116,7 +183,7 @@ def _batch_size(model_name: str, signature: ModelSignature, inputs: Sequence[Ten
                 f"{request_prefix(request_id)}input '{tensor.name}' has no shape but model requires batch dimension "
                 f"for '{model_name}'"
             )
-        if batch_size is None:
+        if not batch_size:  # a leading 0 counts as none, as in Triton
             batch_size = tensor.shape[0]
         elif tensor.shape[0] != batch_size:
             raise invalid_arg(

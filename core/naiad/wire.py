@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from naiad import datatypes
-from naiad.errors import ErrorCode, NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
 from naiad.tensor import Tensor
 from naiad.validation import request_prefix
 
@@ -19,14 +19,6 @@ MAX_DIMS = 64
 """numpy's limit on an array's dimensions."""
 _SURELY_FITS = 2**32
 """Element counts up to this fit any datatype's byte size in int64."""
-
-
-class ByteSizeMismatch(NaiadError):
-    """An input whose data is not the size its shape and datatype call for (INVALID_ARG). Triton
-    checks sizes after everything else about a request, so the frontends hold this one back."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ErrorCode.INVALID_ARG)
 
 
 def from_bytes(

@@ -13,7 +13,7 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
 
-from ..validation_cases import SEVERAL_MISTAKES, Mistakes, client_inputs
+from ..validation_cases import EMPTY_BATCHES, SEVERAL_MISTAKES, Mistakes, client_inputs
 
 
 @pytest.fixture
@@ -93,6 +93,17 @@ def test_a_misnamed_input_is_named_as_in_triton(client: grpcclient.InferenceServ
     error = _refused(client, "add_sub", [_inputs([4], [4])[0], misnamed])  # as many inputs as the model takes
     assert error.status() == "StatusCode.INVALID_ARGUMENT"
     assert error.message() == "unexpected inference input 'INPUT9' for model 'add_sub'"
+    _assert_still_serving(client)
+
+
+@pytest.mark.parametrize("case", EMPTY_BATCHES)
+def test_inputs_leading_with_zero_items_are_sized_as_triton_sizes_them(
+    client: grpcclient.InferenceServerClient, case: Mistakes
+) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer(case.model, client_inputs(grpcclient, case))
+    assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert caught.value.message() == case.message
     _assert_still_serving(client)
 
 
@@ -381,8 +392,9 @@ def test_parameter_of_the_wrong_type(
         ("custom", {"double_param": 1.5}),
         ("sequence_id", {"int64_param": 5}),
         ("binary_data_output", {"int64_param": 1}),
+        ("timeout", {"int64_param": -5}),  # Triton reads the bits as a uint64: a very long timeout
     ],
-    ids=["custom-double", "sequence_id", "binary_data_output"],
+    ids=["custom-double", "sequence_id", "binary_data_output", "timeout-negative"],
 )
 def test_parameters_triton_accepts(
     stub: service_pb2_grpc.GRPCInferenceServiceStub, key: str, value: dict[str, object]

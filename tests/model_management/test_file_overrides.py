@@ -205,3 +205,41 @@ def test_unload_parameters_are_read_as_triton_reads_them(server: ServerProcess) 
         assert (response.status, response.read()) == (200, b"")
     assert not http.is_model_ready("plain")
     http.load_model("plain")
+
+
+def test_a_load_or_unload_that_names_a_repository_is_refused_as_in_triton(server: ServerProcess) -> None:
+    """Before the body is read; the HTTP index takes the name and ignores it, the gRPC one refuses it."""
+    refused = b'{"error":"\'repository_name\' specification is not supported"}'
+    for action in ("load", "unload"):
+        request = urllib.request.Request(
+            f"http://{server.http_url}/v2/repository/other/models/plain/{action}", data=b'{"parameters": 5}'
+        )
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request)
+        assert (caught.value.code, caught.value.read()) == (501, refused)
+    http = httpclient.InferenceServerClient(server.http_url)
+    index = urllib.request.Request(f"http://{server.http_url}/v2/repository/other/index", data=b"")
+    with urllib.request.urlopen(index) as response:
+        assert json.loads(response.read()) == http.get_model_repository_index()
+
+    stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_url))
+    bad = {"foo": grpc_service_pb2.ModelRepositoryParameter(string_param="bar")}
+    calls = [
+        (stub.RepositoryIndex, grpc_service_pb2.RepositoryIndexRequest(repository_name="other")),
+        (
+            stub.RepositoryModelLoad,
+            grpc_service_pb2.RepositoryModelLoadRequest(repository_name="other", model_name="plain", parameters=bad),
+        ),
+        (
+            stub.RepositoryModelUnload,
+            grpc_service_pb2.RepositoryModelUnloadRequest(repository_name="other", model_name="plain"),
+        ),
+    ]
+    for call, message in calls:
+        with pytest.raises(grpc.RpcError) as rpc_error:
+            call(message, timeout=30)
+        assert (rpc_error.value.code(), rpc_error.value.details()) == (
+            grpc.StatusCode.UNIMPLEMENTED,
+            "'repository_name' specification is not supported",
+        )
+    assert http.is_model_ready("plain")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import re
 import socket
 import urllib.error
@@ -102,15 +103,22 @@ def test_series_exist_at_zero_from_load(server: ServerProcess) -> None:
     assert float(load[0].split()[-1]) > 0
 
 
-def test_only_get_on_metrics(server: ServerProcess) -> None:
+@pytest.mark.parametrize("method", ["POST", "HEAD", "PUT", "DELETE", "OPTIONS"])
+@pytest.mark.parametrize("path", ["/metrics", "/other"])
+def test_only_get_is_answered_whatever_the_path(server: ServerProcess, method: str, path: str) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", server.metrics_port, timeout=10)
+    connection.request(method, path, body=b"" if method in ("POST", "PUT") else None)
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    assert (response.status, response.getheader("content-type")) == (405, "text/plain")
+    assert body == (b"" if method == "HEAD" else b'{"error":"Method Not Allowed"}')
+
+
+def test_get_of_another_path_is_not_found(server: ServerProcess) -> None:
     base = f"http://127.0.0.1:{server.metrics_port}"
     assert _get(base + "/metrics/")[0] == 200
-    request = urllib.request.Request(base + "/metrics", data=b"", method="POST")
-    with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(request, timeout=10)
-    assert caught.value.code == 405
-    assert caught.value.read() == b'{"error": "Method Not Allowed"}'
-    assert _get(base + "/other")[:2] == (404, "application/json")
+    assert _get(base + "/other") == (404, "application/json", b'{"error":"Not Found"}')
 
 
 def _infer(server: ServerProcess, model: str, count: int) -> None:

@@ -57,12 +57,15 @@ def executed(repository: ModelRepositoryBuilder, model: str) -> list[list[str]]:
     return [line.split() for line in lines]
 
 
-def _infer(server: ServerProcess, model: str, value: float, request_id: str, priority: int = 0) -> np.ndarray:
+def _infer(
+    server: ServerProcess, model: str, value: float, request_id: str, priority: int = 0, timeout_us: int | None = None
+) -> np.ndarray:
     client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
     tensor = httpclient.InferInput("IN", [1, 1], "FP32")
     tensor.set_data_from_numpy(np.array([[value]], dtype=np.float32))
     try:
-        return client.infer(model, [tensor], request_id=request_id, priority=priority).as_numpy("OUT")
+        result = client.infer(model, [tensor], request_id=request_id, priority=priority, timeout=timeout_us)
+        return result.as_numpy("OUT")
     finally:
         client.close()
 
@@ -172,6 +175,35 @@ def test_queue_timeout_fires_while_a_long_batch_runs(start: Callable[..., Server
     assert error.message() == "Request timeout expired"
     np.testing.assert_array_equal(results[0], [[2.0]])
     assert time.monotonic() - began >= 1.5
+
+
+def test_a_timeout_of_millennia_leaves_the_others_on_time(start: Callable[..., ServerProcess]) -> None:
+    """A request that asks for a timeout of 2**62 µs waits its turn, and the queue keeps timing out
+    the others on time (worker threads: ``test_queue_timeouts.py``)."""
+    batching = "dynamic_batching { default_queue_policy { timeout_action: REJECT allow_timeout_override: true } }"
+    server = start({"overridden": recorder_config(batching, sleep=-1, max_batch_size=1)})
+    began = time.monotonic()
+    refused_after: list[float] = []
+
+    def waits_briefly() -> None:
+        try:
+            _infer(server, "overridden", 0.0, "waits briefly", timeout_us=200_000)
+        finally:
+            refused_after.append(time.monotonic() - began)
+
+    results = _in_threads(
+        [
+            lambda: _infer(server, "overridden", 2.0, "runs"),
+            lambda: _infer(server, "overridden", 0.0, "waits long", timeout_us=2**62),
+            waits_briefly,
+        ],
+        stagger=0.2,
+    )
+    error = results[2]
+    assert isinstance(error, InferenceServerException)
+    assert (error.status(), error.message()) == ("503", "Request timeout expired")
+    assert refused_after[0] < 1.5  # while the first request still runs
+    np.testing.assert_array_equal(results[1], [[0.0]])
 
 
 def test_full_queue_is_refused_at_once(start: Callable[..., ServerProcess]) -> None:

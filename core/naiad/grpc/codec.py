@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from naiad import datatypes
-from naiad.errors import NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
 from naiad.grpc import messages
 from naiad.grpc.messages import Buffer, Encoded
 from naiad.grpc.status import cut_details
@@ -29,7 +29,7 @@ from naiad.protocol import grpc_service_pb2 as pb
 from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, input_tensor, window_of
 from naiad.tensor import Tensor
 from naiad.validation import first_in_triton_order, request_prefix, validate_inputs, validate_outputs
-from naiad.wire import ByteSizeMismatch, from_bytes, wire_array
+from naiad.wire import from_bytes, wire_array
 
 EMPTY_FINAL_KEY = "triton_enable_empty_final_response"
 FINAL_KEY = "triton_final_response"
@@ -155,6 +155,8 @@ def request_parameters(parameters: Mapping[str, pb.InferParameter]) -> tuple[dic
         if key == "priority" and kind == "int64_param" and parameter.int64_param < 0:
             raise invalid_arg("invalid value for 'priority', expected value >= 0.")
         value = parameter_value(parameter)
+        if key == "timeout" and isinstance(value, int) and value < 0:
+            value += 2**64  # Triton takes the int64 as the uint64 of the same bits: a very long timeout
         if value is not None:
             values[key] = value
     return values, enable_empty_final

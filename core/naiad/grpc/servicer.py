@@ -25,7 +25,7 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.message import Message
 
 from naiad import trace_settings
-from naiad.dataplane import DataPlane
+from naiad.dataplane import DataPlane, refuse_named_repository
 from naiad.errors import NaiadError, invalid_arg
 from naiad.grpc import codec, infer, messages, restricted
 from naiad.grpc.arenas import trim_after_call
@@ -141,10 +141,12 @@ class InferenceServicer:
         return response
 
     async def repository_index(self, request: pb.RepositoryIndexRequest) -> pb.RepositoryIndexResponse:
+        refuse_named_repository(request.repository_name)
         entries = self._dataplane.repository_index(ready_only=request.ready)
         return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**e) for e in entries])
 
     async def repository_model_load(self, request: pb.RepositoryModelLoadRequest) -> pb.RepositoryModelLoadResponse:
+        refuse_named_repository(request.repository_name)
         config: str | None = None
         files: dict[str, bytes] = {}
         for key, value in request.parameters.items():  # Triton's words for what it does not take
@@ -163,6 +165,7 @@ class InferenceServicer:
     async def repository_model_unload(
         self, request: pb.RepositoryModelUnloadRequest
     ) -> pb.RepositoryModelUnloadResponse:
+        refuse_named_repository(request.repository_name)
         dependents = False
         if "unload_dependents" in request.parameters:
             value = request.parameters["unload_dependents"]

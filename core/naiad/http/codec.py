@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from naiad import datatypes
-from naiad.errors import ErrorCode, NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, ErrorCode, NaiadError, invalid_arg
 from naiad.http import nesting
 from naiad.http.json_body import dump_json
 from naiad.http.json_errors import not_json
@@ -31,8 +31,14 @@ from naiad.shared_memory import (
     window_of,
 )
 from naiad.tensor import Tensor
-from naiad.validation import first_in_triton_order, request_prefix, validate_inputs, validate_outputs
-from naiad.wire import INT64_MAX, ByteSizeMismatch, element_count, from_bytes, tensor_bytes
+from naiad.validation import (
+    first_in_triton_order,
+    request_prefix,
+    string_count_mismatch,
+    validate_inputs,
+    validate_outputs,
+)
+from naiad.wire import INT64_MAX, element_count, from_bytes, tensor_bytes
 
 
 def parse_error(message: str) -> NaiadError:
@@ -370,26 +376,12 @@ def _decode_data(tensor: Tensor, binary: memoryview, offset: int, model_name: st
     if not declared.binary:
         data = declared.data
         if data.size != declared.count:  # BYTES strings, flat; every other JSON array has its shape already
-            raise ByteSizeMismatch(
-                _string_count_mismatch(data.size, declared.count, tensor.name, model_name, request_id)
-            )
+            message = string_count_mismatch(data.size, declared.count, tensor.name, model_name, request_id)
+            raise ByteSizeMismatch(message)
         return Tensor(tensor.name, tensor.datatype, data.reshape(shape))
     chunk = binary[offset : offset + declared.size]
     array = from_bytes(chunk, declared.datatype, shape, tensor.name, model_name, request_id)
     return Tensor(tensor.name, tensor.datatype, array)
-
-
-def _string_count_mismatch(got: int, count: int, name: str, model_name: str, request_id: str) -> str:
-    """Triton's words for BYTES data with more or fewer strings than its shape holds."""
-    if got < count:
-        return (
-            f"{request_prefix(request_id)}expected {count} string elements for inference input '{name}' for "
-            f"model '{model_name}', got {got}"
-        )
-    return (
-        f"{request_prefix(request_id)}unexpected number of string elements {got} for inference input '{name}' "
-        f"for model '{model_name}', expecting {count}"
-    )
 
 
 def refuse_half_json(datatype: datatypes.DataType, name: str) -> None:

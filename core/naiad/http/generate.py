@@ -90,6 +90,9 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
     """An input from a JSON value. Its shape is the config's, with the last variable dimension the
     length of the value (1 for a scalar); nested arrays inside it are its data, flattened."""
     values = value if isinstance(value, list) else [value]
+    flat = flatten(values)
+    datatype = spec.datatype
+    strings = json_strings(flat) if datatype.wire == "BYTES" else None  # read before the shape, as in Triton
     shape = ([-1] if batching else []) + list(spec.dims)
     variable = [index for index, dim in enumerate(shape) if dim == -1]
     for index in variable[:-1]:
@@ -99,12 +102,10 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
         shape[variable[-1]] = len(values) // known if known and len(values) % known == 0 else -1
     if math.prod(shape) != len(values):
         raise invalid_arg(f"The schema can not convert input '{spec.name}' to tensor with proper shape")
-    flat = flatten(values)
     if len(flat) != len(values):
         raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
-    datatype = spec.datatype
-    if datatype.wire == "BYTES":
-        return Tensor(spec.name, "BYTES", json_strings(flat).reshape(shape))
+    if strings is not None:
+        return Tensor(spec.name, "BYTES", strings.reshape(shape))
     refuse_half_json(datatype, spec.name)
     return Tensor(spec.name, datatype.wire, json_numbers(flat, datatype).reshape(shape))
 

@@ -1,4 +1,7 @@
-"""The model-repository extension over HTTP: index, load (with ``config`` and ``file:`` overrides) and unload."""
+"""The model-repository extension over HTTP: index, load (with ``config`` and ``file:`` overrides) and unload.
+
+Each path may name a repository (``/v2/repository/<r>/...``), as Triton's do: the index ignores the
+name, a load or unload that gives one is refused (501)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from naiad.dataplane import DataPlane
+from naiad.dataplane import DataPlane, refuse_named_repository
 from naiad.errors import NaiadError, invalid_arg
 from naiad.http.codec import load_json
 from naiad.http.status import error_response
@@ -58,7 +61,7 @@ def _overrides(parameters: dict[str, Any]) -> tuple[str | None, dict[str, bytes]
 
 
 def repository_routes(dataplane: DataPlane) -> list[Route]:
-    """POST /v2/repository/index and /v2/repository/models/{m}/load|unload."""
+    """POST /v2/repository[/{r}]/index and /v2/repository[/{r}]/models/{m}/load|unload."""
 
     async def index(request: Request) -> Response:
         try:
@@ -72,6 +75,7 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
 
     async def load(request: Request) -> Response:
         try:
+            refuse_named_repository(request.path_params.get("repository", ""))
             config, files = _overrides(_parameters(await _json_body(request)))
             await dataplane.load_model(request.path_params["model"], config, files or None)
             return Response(b"", status_code=200, headers=_EMPTY_JSON)
@@ -80,6 +84,7 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
 
     async def unload(request: Request) -> Response:
         try:
+            refuse_named_repository(request.path_params.get("repository", ""))
             parameters = (await _json_body(request)).get("parameters")  # Triton's unload reads no other shape
             dependents = isinstance(parameters, dict) and parameters.get("unload_dependents") is True
             await dataplane.unload_model(request.path_params["model"], unload_dependents=dependents)
@@ -88,7 +93,7 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
             return error_response(error)
 
     return [
-        Route("/v2/repository/index", index, methods=["POST"]),
-        Route("/v2/repository/models/{model}/load", load, methods=["POST"]),
-        Route("/v2/repository/models/{model}/unload", unload, methods=["POST"]),
+        Route(f"/v2/repository{named}{path}", endpoint, methods=["POST"])
+        for named in ("", "/{repository}")
+        for path, endpoint in (("/index", index), ("/models/{model}/load", load), ("/models/{model}/unload", unload))
     ]

@@ -1,8 +1,11 @@
-"""The metrics listener: ``GET /metrics`` (and ``/metrics/``) on ``--metrics-port``, in the server's event loop."""
+"""The metrics listener: ``GET /metrics`` (and ``/metrics/``) on ``--metrics-port``, in the server's event loop.
+
+Any method but GET is refused (405, whatever the path), as Triton refuses it. A GET of another path
+is a 404 (Triton answers an empty 200, which would let a scraper pointed at a wrong path collect
+nothing without a sign)."""
 
 from __future__ import annotations
 
-import json
 import socket
 from typing import Any
 
@@ -14,35 +17,31 @@ from naiad.limits import HttpLimits
 from naiad.metrics.exposition import CONTENT_TYPE, render
 
 _PATHS = ("/metrics", "/metrics/")
-_JSON = [(b"content-type", b"application/json")]
+_TEXT = [(b"content-type", CONTENT_TYPE.encode())]
+_METHOD_NOT_ALLOWED = b'{"error":"Method Not Allowed"}'
 
 
 def metrics_app(registry: CollectorRegistry) -> ASGIApp:
-    """A bare ASGI app: the registry's text on GET, Triton's JSON errors otherwise."""
+    """A bare ASGI app: the registry's text on GET of its path, errors in Triton's JSON otherwise."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if scope["path"] not in _PATHS:
-            await _send(send, 404, _JSON, _error("Not Found"))
-        elif scope["method"] not in ("GET", "HEAD"):
-            await _send(send, 405, _JSON, _error("Method Not Allowed"))
+        if scope["method"] != "GET":
+            await _send(send, 405, [(b"content-type", b"text/plain")], _METHOD_NOT_ALLOWED)
+        elif scope["path"] in _PATHS:
+            await _send(send, 200, _TEXT, render(registry).encode())
         else:
-            body = render(registry).encode()
-            await _send(send, 200, [(b"content-type", CONTENT_TYPE.encode())], body, scope["method"] == "HEAD")
+            await _send(send, 404, [(b"content-type", b"application/json")], b'{"error":"Not Found"}')
 
     return app
 
 
-def _error(message: str) -> bytes:
-    return json.dumps({"error": message}).encode()
-
-
-async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes, head: bool = False) -> None:
+async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
     message: dict[str, Any] = {"type": "http.response.start", "status": status}
     message["headers"] = [*headers, (b"content-length", str(len(body)).encode())]
     await send(message)
-    await send({"type": "http.response.body", "body": b"" if head else body})
+    await send({"type": "http.response.body", "body": body})
 
 
 class MetricsFrontend(HttpFrontend):

@@ -26,7 +26,7 @@ from naiad.scheduling.batch_former import (
 from naiad.scheduling.execution import InstanceRunner, answer
 from naiad.scheduling.loop_dispatch import LoopDispatch, all_async
 from naiad.scheduling.ordering import OrderedRelease
-from naiad.scheduling.workers import WorkerThreads, unloading_error
+from naiad.scheduling.workers import WorkerThreads, seconds_until, unloading_error
 
 logger = logging.getLogger(__name__)
 
@@ -178,9 +178,7 @@ class DynamicScheduler(Scheduler):
         return self._seconds_until(self._former.next_wakeup_ns())
 
     def _seconds_until(self, moment_ns: int | None) -> float | None:
-        if moment_ns is None:
-            return None
-        return max(moment_ns - self._clock(), 0) / 1e9
+        return seconds_until(moment_ns, self._clock())
 
     def _answer_removed(self) -> None:
         for request in self._former.expire():

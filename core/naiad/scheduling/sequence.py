@@ -30,7 +30,7 @@ from naiad.scheduling.sequence_controls import SequenceControls, controls_from_c
 from naiad.scheduling.sequence_slots import DirectSlots, OldestSlots, SlotBatch
 from naiad.scheduling.sequence_state import ImplicitState, states_from_config
 from naiad.scheduling.sequence_table import Entry, SequenceTable, SlotKey, backlog_timeout_error
-from naiad.scheduling.workers import WorkerThreads, unloading_error
+from naiad.scheduling.workers import WorkerThreads, seconds_until, unloading_error
 from naiad.tensor import Tensor
 
 logger = logging.getLogger(__name__)
@@ -195,9 +195,7 @@ class SequenceScheduler(Scheduler):
                 self._keeper.wait(self._wait_seconds(self._keeper_wakeup))
 
     def _wait_seconds(self, wakeup: int | None) -> float | None:
-        if wakeup is None:
-            return None
-        return max(wakeup - self._clock(), 0) / 1e9
+        return seconds_until(wakeup, self._clock())
 
     # -- requests --------------------------------------------------------------------------------
 

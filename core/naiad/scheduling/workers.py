@@ -1,4 +1,4 @@
-"""What every scheduler shares: its named worker threads and its refusal once stopping."""
+"""What every scheduler shares: its named worker threads, how long they wait, and its refusal once stopping."""
 
 from __future__ import annotations
 
@@ -26,6 +26,15 @@ class WorkerThreads:
         for thread in self._threads:
             thread.join()
         self._threads.clear()
+
+
+def seconds_until(moment_ns: int | None, now_ns: int) -> float | None:
+    """How long a thread waits for ``moment_ns`` (None: until woken). At most what a thread can wait
+    for (``threading.TIMEOUT_MAX``, about 292 years; a request's timeout may ask for more), after
+    which it looks again."""
+    if moment_ns is None:
+        return None
+    return min(max(moment_ns - now_ns, 0) / 1e9, threading.TIMEOUT_MAX)
 
 
 def unloading_error(model: str) -> NaiadError:
