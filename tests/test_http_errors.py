@@ -13,7 +13,7 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
 
-from .validation_cases import EMPTY_BATCHES, SEVERAL_MISTAKES, Mistakes, client_inputs
+from .validation_cases import BAD_STRINGS, EMPTY_BATCHES, SEVERAL_MISTAKES, Mistakes, client_inputs
 
 
 @pytest.fixture
@@ -111,6 +111,21 @@ def test_an_extra_input_with_none_missing_is_worded_as_in_triton(client: httpcli
     assert caught.value.message().endswith(  # Triton writes no missing inputs as "]"
         "Got input(s) ['X','INPUT1','INPUT0'], but missing required input(s) ]. Please provide all required input(s)."
     )
+
+
+@pytest.mark.parametrize(("shape", "data", "expected"), BAD_STRINGS)
+def test_binary_bytes_data_is_walked_as_triton_walks_it(
+    core_server: ServerProcess, shape: list[int], data: bytes, expected: str
+) -> None:
+    tensor = {"name": "TEXT", "shape": shape, "datatype": "BYTES", "parameters": {"binary_data_size": len(data)}}
+    header = json.dumps({"inputs": [tensor]}).encode()
+    status, answer = _post(
+        core_server,
+        "/v2/models/string_reverse/infer",
+        header + data,
+        {"Inference-Header-Content-Length": str(len(header))},
+    )
+    assert (status, answer) == (400, {"error": expected})
 
 
 @pytest.mark.parametrize("case", EMPTY_BATCHES)

@@ -84,6 +84,38 @@ EMPTY_BATCHES = [
 ]
 
 
+def length_prefixed(*items: bytes) -> bytes:
+    return b"".join(len(item).to_bytes(4, "little") + item for item in items)
+
+
+_STRINGS = "for inference input 'TEXT' for model 'string_reverse'"
+
+# BYTES data that does not hold its shape's elements, for string_reverse (one batching BYTES input
+# TEXT), and the words Triton 2.51 refuses it with: it walks the elements, so one too many is
+# named at the first extra one, and a last element cut short only once the count is right.
+BAD_STRINGS: list[tuple[list[int], bytes, str]] = [
+    ([1, 2], length_prefixed(b"a"), f"[request id: <id_unknown>] expected 2 string elements {_STRINGS}, got 1"),
+    ([1, 1], b"", f"[request id: <id_unknown>] expected 1 string elements {_STRINGS}, got 0"),
+    (
+        [1, 2],
+        length_prefixed(b"a", b"b", b"c", b"d", b"e"),
+        f"[request id: <id_unknown>] unexpected number of string elements 3 {_STRINGS}, expecting 2",
+    ),
+    (
+        [1, 2],
+        length_prefixed(b"a") + b"\x01",
+        f"[request id: <id_unknown>] incomplete string length indicator {_STRINGS}, expecting 4 bytes but only 1 "
+        "bytes available. Please make sure the string length indicator is in one buffer.",
+    ),
+    ([1, 2], b"\x05\x00\x00\x00ab", f"[request id: <id_unknown>] expected 2 string elements {_STRINGS}, got 1"),
+    (
+        [1, 2],
+        length_prefixed(b"a") + b"\x09\x00\x00\x00xy",
+        "incomplete string data for inference input 'TEXT', expecting string of length 9 but only 2 bytes available",
+    ),
+]
+
+
 def client_inputs(client_module: Any, case: Mistakes) -> list[Any]:
     """The case's inputs as InferInputs of ``client_module`` (``tritonclient.http`` or ``tritonclient.grpc``)."""
     inputs = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 import sys
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy.typing as npt
 from naiad import datatypes
 from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
 from naiad.tensor import Tensor
-from naiad.validation import request_prefix
+from naiad.validation import request_prefix, string_count_mismatch
 
 INT64_MAX = 2**63 - 1
 MAX_DIMS = 64
@@ -34,11 +35,8 @@ def from_bytes(
     if datatype.wire == "BYTES":
         try:
             items = datatypes.deserialize_bytes(chunk, count)
-        except NaiadError as error:
-            raise invalid_arg(
-                f"{request_prefix(request_id)}input '{name}' for model '{model_name}' has invalid BYTES "
-                f"data: {error.message}"
-            ) from None
+        except NaiadError:
+            raise ByteSizeMismatch(_bytes_refusal(chunk, count, name, model_name, request_id)) from None
         return items.reshape(shape)
     expected = count * datatype.byte_size
     if len(chunk) != expected:
@@ -47,6 +45,40 @@ def from_bytes(
             f"'{model_name}'. Expected {expected}, got {len(chunk)}"
         )
     return np.frombuffer(chunk, dtype=datatype.numpy.newbyteorder("<")).reshape(shape)
+
+
+def _bytes_refusal(
+    chunk: memoryview | bytes | bytearray, count: int, name: str, model_name: str, request_id: str
+) -> str:
+    """Triton's words for BYTES data that does not hold ``count`` length-prefixed elements, found by
+    walking it as Triton does: a length prefix cut short, one element too many, the wrong number of
+    elements, or (with the right number) a last element cut short."""
+    view = memoryview(chunk)
+    offset, end, checked = 0, len(view), 0
+    while offset < end:
+        if end - offset < 4:
+            return (
+                f"{request_prefix(request_id)}incomplete string length indicator for inference input '{name}' for "
+                f"model '{model_name}', expecting 4 bytes but only {end - offset} bytes available. Please make "
+                "sure the string length indicator is in one buffer."
+            )
+        (length,) = struct.unpack_from("<I", view, offset)
+        offset += 4
+        checked += 1
+        if checked > count:
+            return (
+                f"{request_prefix(request_id)}unexpected number of string elements {checked} for inference input "
+                f"'{name}' for model '{model_name}', expecting {count}"
+            )
+        if length > end - offset:
+            if checked == count:
+                return (
+                    f"incomplete string data for inference input '{name}', expecting string of length {length} "
+                    f"but only {end - offset} bytes available"
+                )
+            break
+        offset += length
+    return string_count_mismatch(checked, count, name, model_name, request_id)
 
 
 def wire_array(tensor: Tensor) -> npt.NDArray[np.uint8]:

@@ -13,7 +13,7 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ServerProcess
 
-from ..validation_cases import EMPTY_BATCHES, SEVERAL_MISTAKES, Mistakes, client_inputs
+from ..validation_cases import BAD_STRINGS, EMPTY_BATCHES, SEVERAL_MISTAKES, Mistakes, client_inputs, length_prefixed
 
 
 @pytest.fixture
@@ -280,6 +280,26 @@ def test_a_data_size_mismatch_is_reported_after_the_models_checks(
     stub: service_pb2_grpc.GRPCInferenceServiceStub, request_message: service_pb2.ModelInferRequest, expected: str
 ) -> None:
     assert _status(stub, request_message) == (INVALID, expected)
+
+
+@pytest.mark.parametrize(("shape", "data", "expected"), BAD_STRINGS)
+def test_bytes_data_is_walked_as_triton_walks_it(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub, shape: list[int], data: bytes, expected: str
+) -> None:
+    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="TEXT", datatype="BYTES", shape=shape)
+    request = service_pb2.ModelInferRequest(model_name="string_reverse", inputs=[tensor], raw_input_contents=[data])
+    assert _status(stub, request) == (INVALID, expected)
+
+
+def test_bytes_data_is_refused_after_the_models_checks(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="TEXT", datatype="BYTES", shape=[9, 1])
+    request = service_pb2.ModelInferRequest(
+        model_name="string_reverse", inputs=[tensor], raw_input_contents=[length_prefixed(b"a")]
+    )
+    assert _status(stub, request) == (
+        INVALID,
+        "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'string_reverse'",
+    )
 
 
 def test_present_but_empty_contents_is_zero_bytes(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:

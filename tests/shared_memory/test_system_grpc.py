@@ -167,6 +167,15 @@ def test_raw_contents_skip_shared_memory_tensors(
             "INVALID_ARGUMENT",
             MISMATCH + "32",
         ),
+        (  # data of the wrong size is refused after the model's checks, as for data in the message
+            lambda r: (
+                r.inputs[0].parameters["shared_memory_byte_size"].__setattr__("int64_param", 32),
+                r.inputs[1].__setattr__("datatype", "INT32"),
+            ),
+            "INVALID_ARGUMENT",
+            "[request id: <id_unknown>] inference input 'INPUT1' data-type is 'INT32', but model 'add_sub' expects "
+            "'FP32'",
+        ),
         (
             lambda r: r.inputs[0].parameters["shared_memory_offset"].__setattr__("int64_param", 100),
             "INVALID_ARGUMENT",

@@ -12,8 +12,9 @@ belongs to the data plane.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -186,32 +187,33 @@ def decode_request(
             raise invalid_arg(f"{request_prefix(request.id)}input '{tensor.name}' already exists in request")
         seen.add(tensor.name)
         reference = _region_reference(tensor)
+        decode: Callable[[], Tensor]
         if reference is not None:
             if tensor.HasField("contents"):
                 raise invalid_arg(
                     f"unexpected 'content' provided when using shared memory for input tensor '{tensor.name}' "
                     f"for model '{model_name}'"
                 )
-            inputs.append(_shared_tensor(tensor, reference, shared_memory, model_name, request.id))
-            continue
-        if raw and tensor.HasField("contents"):
-            raise invalid_arg(
-                f"contents field must not be specified when using raw_input_contents for '{tensor.name}' "
-                f"for model '{model_name}'"
-            )
-        if raw:
-            chunk = raw[index] if index < len(raw) else None
-            index += 1
-        elif tensor.HasField("contents"):
-            chunk = _typed_bytes(tensor, model_name)
+            decode = partial(_shared_tensor, tensor, reference, shared_memory, model_name, request.id)
         else:
-            chunk = None
-        if chunk is None:
-            raise invalid_arg(
-                f"unable to find data for input tensor '{tensor.name}' for model '{model_name}' in request."
-            )
+            if raw and tensor.HasField("contents"):
+                raise invalid_arg(
+                    f"contents field must not be specified when using raw_input_contents for '{tensor.name}' "
+                    f"for model '{model_name}'"
+                )
+            chunk: Buffer | None = None
+            if raw:
+                chunk = raw[index] if index < len(raw) else None
+                index += 1
+            elif tensor.HasField("contents"):
+                chunk = _typed_bytes(tensor, model_name)
+            if chunk is None:
+                raise invalid_arg(
+                    f"unable to find data for input tensor '{tensor.name}' for model '{model_name}' in request."
+                )
+            decode = partial(_tensor, tensor, chunk, model_name, request.id)
         try:
-            inputs.append(_tensor(tensor, chunk, model_name, request.id))
+            inputs.append(decode())
         except ByteSizeMismatch as error:
             mismatched[tensor.name] = error.message
             inputs.append(Tensor(tensor.name, tensor.datatype, np.broadcast_to(np.uint8(0), tuple(tensor.shape))))
