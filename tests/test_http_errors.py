@@ -362,3 +362,24 @@ def test_a_version_that_is_not_ready_is_answered_as_text(core_server: ServerProc
         b'{"error":"Model version not ready"}',
     )
     connection.close()
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding", "status", "headers", "error"),
+    [  # as Triton 2.51 answers them: the model is looked at before the body's encoding
+        ("add_sub", "br", 501, ("text/plain", "gzip, deflate"), "Unsupported compression type"),
+        ("add_sub", "GZIP", 501, ("text/plain", "gzip, deflate"), "Unsupported compression type"),
+        ("nope", "br", 404, ("text/plain", None), "Request for unknown model: 'nope' is not found"),
+        ("add_sub", "gzip", 400, ("text/plain", None), "nothing to be decompressed"),
+    ],
+)
+def test_a_body_encoding_is_refused_as_triton_refuses_it(
+    core_server: ServerProcess, model: str, encoding: str, status: int, headers: tuple[str, str | None], error: str
+) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", core_server.http_port, timeout=30)
+    connection.request("POST", f"/v2/models/{model}/infer", body=b"", headers={"Content-Encoding": encoding})
+    response = connection.getresponse()
+    answer = (response.status, (response.getheader("content-type"), response.getheader("accept-encoding")))
+    assert answer == (status, headers)
+    assert json.loads(response.read()) == {"error": error}
+    connection.close()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from naiad.errors import ErrorCode, NaiadError, invalid_arg
+from naiad.errors import ErrorCode, NaiadError, invalid_arg, unsupported
 from naiad.http.asgi import Message, Receive
 
 _AUTO_WBITS = 32 + zlib.MAX_WBITS  # a gzip or a zlib header, detected as Triton does
@@ -177,7 +177,7 @@ async def decompress(body: bytearray, encoding: str | None, limit: int) -> bytea
     if encoding is None or encoding == "identity":
         return body
     if encoding not in ("gzip", "deflate"):
-        raise invalid_arg(f"unsupported Content-Encoding '{encoding}'; use gzip, deflate or identity")
+        raise unsupported("Unsupported compression type")  # Triton's words; Accept-Encoding names the others
     if not body:
         raise invalid_arg("nothing to be decompressed")
     if len(body) <= _INLINE_INFLATE:

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable
 
 from naiad.dataplane import DataPlane, ServerState
-from naiad.errors import NaiadError
+from naiad.errors import ErrorCode, NaiadError
 from naiad.http import codec
 from naiad.http.asgi import CLOSE, JSON_HEADERS, TEXT_HEADERS, Receive, Scope, Send, respond
 from naiad.http.body import BodyError, BodyState, BodyWatch, decompress, raw_too_large, read_body, too_large
@@ -88,6 +88,9 @@ async def serve_infer(
             timing.done()
 
 
+_ENCODINGS_TAKEN = [*TEXT_HEADERS, (b"accept-encoding", b"gzip, deflate")]  # with a refused Content-Encoding
+
+
 async def infer(
     dataplane: DataPlane,
     limits: HttpLimits,
@@ -102,13 +105,21 @@ async def infer(
 ) -> tuple[int, list[tuple[bytes, bytes]], list[bytes | memoryview]]:
     """Run one infer request; returns status, headers and the body's parts."""
     body = await read_body(receive, state, limits.max_input_size, watch, _refusal(headers))
-    body = await decompress(body, headers.get("content-encoding"), limits.max_input_size)
-    if timing is not None:
-        timing.received()
-    try:
+    try:  # the model first, then the body's encoding: both text/plain, as Triton answers them
         model = dataplane.service.resolve(name, version, refuse_decoupled=DECOUPLED_ON_HTTP)
     except NaiadError as error:
         return http_status(error.code), TEXT_HEADERS, [error_body(error.message)]
+    try:
+        body = await decompress(body, headers.get("content-encoding"), limits.max_input_size)
+    except NaiadError as error:
+        unknown_encoding = error.code is ErrorCode.UNSUPPORTED
+        return (
+            http_status(error.code),
+            _ENCODINGS_TAKEN if unknown_encoding else TEXT_HEADERS,
+            [error_body(error.message)],
+        )
+    if timing is not None:
+        timing.received()
     length = header_length(headers.get("inference-header-content-length"))
     decoded = codec.decode_request(body, length, name, model.signature, limits.max_input_size, dataplane.shared_memory)
     del body  # the tensors hold views of it
