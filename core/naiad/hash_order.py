@@ -1,11 +1,12 @@
-"""The order in which Triton walks a request's inputs.
+"""The order in which Triton walks a request's inputs (and an ensemble's outputs).
 
 Triton keeps a request's inputs in a ``std::unordered_map<std::string, Input>`` filled in request
 order, and walks that map to check them and to list them in errors. With libstdc++ (which Triton's
 builds use) the walk follows the map's node chain: a key goes to the front of its bucket's run, or
 to the front of the chain when its bucket is empty, and a rehash relinks the chain the same way.
 :func:`map_order` replays that, so naiad names the same input first when several are wrong
-("Got input(s) ['X','INPUT1','INPUT0']"). It runs only on the error path.
+("Got input(s) ['X','INPUT1','INPUT0']"), and lists an ensemble's outputs in its responses in the
+order Triton does. It runs only on the error path and once per ensemble load.
 """
 
 from __future__ import annotations

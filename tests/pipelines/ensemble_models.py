@@ -299,6 +299,15 @@ def build_repository(root: Path) -> Path:
         ),
         {"1/.keep": ""},
     )
+    builder.add_model(  # outputs listed SUM2 then DIFF: Triton 2.51 answers DIFF first (its map's order)
+        "fork",
+        ensemble(
+            [tensor("X", "TYPE_FP32", vec)],
+            [tensor("SUM2", "TYPE_FP32", vec), tensor("DIFF", "TYPE_FP32", vec)],
+            [step("add_one", {"X": "X"}, {"Y": "SUM2"}), step("echo_parameters", {"X": "X"}, {"Y": "DIFF"})],
+        ),
+        {"1/.keep": ""},
+    )
     for name, config in BROKEN.items():
         builder.add_model(name, config, {"1/.keep": ""})
     return builder.root

@@ -127,6 +127,29 @@ def test_a_failing_step_fails_the_request_naming_the_ensemble(
         assert "negative input to add" in error.message()
 
 
+def test_outputs_come_in_tritons_order_over_both_protocols(
+    http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    over_http = http.infer("fork", [_http_input("X", VECTOR, "FP32")]).get_response()
+    over_grpc = grpc.infer("fork", [_grpc_input("X", VECTOR, "FP32")]).get_response()
+    assert [output["name"] for output in over_http["outputs"]] == ["DIFF", "SUM2"]
+    assert [output.name for output in over_grpc.outputs] == ["DIFF", "SUM2"]
+
+
+def test_a_request_runs_only_the_steps_its_outputs_need(http: httpclient.InferenceServerClient) -> None:
+    def echo_executions() -> int:
+        (stats,) = http.get_inference_statistics("echo_parameters")["model_stats"]
+        return int(stats["execution_count"])
+
+    before = echo_executions()
+    result = http.infer("fork", [_http_input("X", VECTOR, "FP32")], outputs=[httpclient.InferRequestedOutput("SUM2")])
+    np.testing.assert_array_equal(result.as_numpy("SUM2"), VECTOR + 1)
+    assert result.as_numpy("DIFF") is None
+    assert echo_executions() == before
+    http.infer("fork", [_http_input("X", VECTOR, "FP32")])
+    assert echo_executions() == before + 1
+
+
 def test_invalid_inputs_are_refused_before_any_step_runs(http: httpclient.InferenceServerClient) -> None:
     with pytest.raises(InferenceServerException, match="unexpected inference input 'WRONG' for model 'parallel'"):
         http.infer("parallel", [_http_input("WRONG", VECTOR, "FP32")])

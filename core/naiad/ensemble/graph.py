@@ -8,6 +8,7 @@ mapped tensor names close to it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from naiad.errors import invalid_arg
@@ -65,6 +66,18 @@ class EnsembleGraph:
                 if consumer not in found:
                     found.add(consumer)
                     waiting.extend(self.steps[consumer].produces)
+        return frozenset(found)
+
+    def upstream(self, tensors: Iterable[str]) -> frozenset[int]:
+        """The steps that ``tensors`` depend on, directly or not."""
+        producer = {tensor: step.index for step in self.steps for tensor in step.produces}
+        found: set[int] = set()
+        waiting = deque(tensors)
+        while waiting:
+            index = producer.get(waiting.popleft())
+            if index is not None and index not in found:
+                found.add(index)
+                waiting.extend(self.steps[index].consumes)
         return frozenset(found)
 
 

@@ -8,8 +8,11 @@ an event loop. Tensors move between steps by reference, renamed, never copied.
 Each response of a decoupled step starts a *branch*: the steps downstream of that step run once
 per response, on a copy of the tensors known at that point plus that response's outputs (load-time
 checks guarantee nothing downstream also needs a tensor from another branch). A branch whose
-tensors include every ensemble output answers the request: once, with the final flag, for a
+tensors include every requested output answers the request: once, with the final flag, for a
 non-decoupled ensemble; once per branch, followed by a flag-only final, for a decoupled one.
+
+As in Triton, a request runs only the steps its requested outputs depend on, and its outputs come
+in the order Triton's map of the ensemble's outputs walks them (:mod:`naiad.hash_order`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from naiad.ensemble.graph import EnsembleGraph, Step
 from naiad.errors import ErrorCode, NaiadError
+from naiad.hash_order import map_order
 from naiad.inference import (
     SEQUENCE_END,
     SEQUENCE_START,
@@ -47,6 +51,8 @@ class EnsemblePlan:
     decoupled: bool
     consumers_of: tuple[tuple[int, ...], ...]
     downstream: tuple[frozenset[int], ...]
+    output_order: tuple[str, ...]  # the ensemble's outputs in the order its responses list them
+    every_step: frozenset[int]
 
     @classmethod
     def of(cls, graph: EnsembleGraph, decoupled: bool) -> EnsemblePlan:
@@ -54,7 +60,15 @@ class EnsemblePlan:
             tuple(sorted({c for tensor in step.produces for c in graph.consumers.get(tensor, ())}))
             for step in graph.steps
         )
-        return cls(graph, decoupled, consumers_of, tuple(graph.downstream(step.index) for step in graph.steps))
+        downstream = tuple(graph.downstream(step.index) for step in graph.steps)
+        output_order = tuple(graph.outputs[index] for index in map_order(graph.outputs))
+        return cls(graph, decoupled, consumers_of, downstream, output_order, frozenset(range(len(graph.steps))))
+
+    def steps_for(self, outputs: tuple[str, ...]) -> frozenset[int]:
+        """The steps a request for ``outputs`` runs: those the outputs depend on."""
+        if len(outputs) == len(self.graph.outputs):
+            return self.every_step
+        return self.graph.upstream(outputs)
 
 
 @dataclass(eq=False, slots=True)
@@ -90,6 +104,8 @@ class EnsembleRun:
     _started_ns: int = 0
     _parameters: dict[str, ParameterValue] = field(default_factory=dict)
     _absent: frozenset[str] = frozenset()  # optional ensemble inputs the request left out
+    _wanted: tuple[str, ...] = ()  # the requested outputs, in the order of the answer
+    _steps: frozenset[int] = frozenset()  # the steps those outputs need
     _root: _Branch | None = None
     _succeeded: bool = True  # no step failed and the request was not cancelled
 
@@ -98,12 +114,13 @@ class EnsembleRun:
         self._started_ns = time.monotonic_ns()
         self._parameters = _step_parameters(request)
         self._absent = frozenset(name for name in self.plan.graph.inputs if name not in request.inputs)
-        steps = range(len(self.plan.graph.steps))
-        branch = self._root = _Branch(dict(request.inputs), set(steps))
+        self._wanted = tuple(name for name in self.plan.output_order if name in request.requested_outputs)
+        self._steps = self.plan.steps_for(self._wanted)
+        branch = self._root = _Branch(dict(request.inputs), set(self._steps))
         request.cancellation.add_callback(self._cancelled)
         with self._lock:
             self._in_flight += 1  # held until the first steps are submitted
-            ready = self._take_ready(branch, steps)
+            ready = self._take_ready(branch, sorted(self._steps))
         self._submit_all(branch, ready)
         self._step_ended()
 
@@ -166,7 +183,7 @@ class EnsembleRun:
             consumers = self.plan.consumers_of[step.index]
             if decoupled:  # a branch of its own: the downstream steps run once per response
                 with self._lock:
-                    child = _Branch({**branch.tensors, **produced}, set(self.plan.downstream[step.index]))
+                    child = _Branch({**branch.tensors, **produced}, set(self.plan.downstream[step.index] & self._steps))
                     ready = self._take_ready(child, consumers)
                 self._branch_progressed(child, ready)
             else:
@@ -246,12 +263,11 @@ class EnsembleRun:
         self.request.sender.send(response, final=final)
 
     def _complete(self, branch: _Branch) -> bool:
-        return all(name in branch.tensors for name in self.plan.graph.outputs)
+        return all(name in branch.tensors for name in self._wanted)
 
     def _response(self, branch: _Branch) -> InferenceResponse:
         request = self.request
-        wanted = request.requested_outputs
-        outputs = [branch.tensors[name] for name in self.plan.graph.outputs if name in wanted]
+        outputs = [branch.tensors[name] for name in self._wanted]
         # Triton's ensembles answer with the request's sequence settings as response parameters.
         parameters: dict[str, ParameterValue] = {
             "sequence_id": request.correlation_id,
