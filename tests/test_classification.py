@@ -222,6 +222,7 @@ def test_a_missing_label_file_fails_the_load(tmp_path_factory: pytest.TempPathFa
         running.stop()
     assert entry["state"] == "UNAVAILABLE"
     assert entry["reason"] == (
-        "model 'unlabeled': cannot read label_filename 'labels.txt' of output 'OUT_F': No such file or directory; "
+        "Invalid argument: model 'unlabeled': cannot read label_filename 'labels.txt' of output 'OUT_F': No such "
+        "file or directory; "
         "put the file in the model folder or remove the setting"
     )

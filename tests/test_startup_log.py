@@ -87,7 +87,7 @@ def test_a_reason_of_several_lines_spans_as_many_table_lines(broken_server: Serv
     cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[row : row + 4]]
     assert cells[0][:4] == ["completes_badly", "1", "python", "UNAVAILABLE"]
     reasons = [reason for *_, reason in cells]
-    assert reasons[:3] == ["ValueError: no tokenizer next to the weights", "", "At:"]
+    assert reasons[:3] == ["Internal: ValueError: no tokenizer next to the weights", "", "At:"]
     assert re.fullmatch(r"/\S+/completes_badly/1/model\.py\(5\): auto_complete_config", reasons[3])
     assert all(cell == "" for line in cells[1:] for cell in line[:4])
     assert lines[row + 4].startswith("+---")
@@ -123,7 +123,7 @@ def test_the_last_startup_line_names_the_unavailable_models_instead_of_claiming_
 def test_the_places_the_readme_names_for_a_failed_models_reason_show_it(broken_server: ServerProcess) -> None:
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "Later, `POST /v2/repository/index` lists every model with its state and reason" in readme
-    reason = "SyntaxError: expected ':' (model.py, line 3)"  # Triton's reason, less its "Internal: "
+    reason = "Internal: SyntaxError: expected ':' (model.py, line 3)"  # Triton's reason
     status, body = _status(broken_server, "/v2/repository/index", b"{}")
     assert status == 200
     entry = next(entry for entry in json.loads(body) if entry["name"] == "broken")

@@ -121,7 +121,7 @@ def test_a_model_without_a_factor_fails_with_the_tutorials_message(
     (entry,) = index
     assert entry["state"] == "UNAVAILABLE"
     assert entry["reason"] == (
-        f"model 'nothing': give the factor as config parameter FACTOR or in "
+        f"Invalid argument: model 'nothing': give the factor as config parameter FACTOR or in "
         f"{model_repository.root / 'nothing' / '1' / 'factor.txt'}"
     )
 

@@ -33,6 +33,22 @@ class NaiadError(Exception):
     def __repr__(self) -> str:
         return f"NaiadError({self.message!r}, {self.code.name})"
 
+    def as_status_text(self) -> str:
+        """The error as Triton writes a status (``Status::AsString``): ``"Internal: <message>"``."""
+        return f"{_STATUS_NAMES[self.code]}: {self.message}"
+
+
+_STATUS_NAMES = {
+    ErrorCode.UNKNOWN: "Unknown",
+    ErrorCode.INTERNAL: "Internal",
+    ErrorCode.NOT_FOUND: "Not found",
+    ErrorCode.INVALID_ARG: "Invalid argument",
+    ErrorCode.UNAVAILABLE: "Unavailable",
+    ErrorCode.UNSUPPORTED: "Unsupported",
+    ErrorCode.ALREADY_EXISTS: "Already exists",
+    ErrorCode.CANCELLED: "Cancelled",
+}
+
 
 class ByteSizeMismatch(NaiadError):
     """An input whose data is not the size its shape and datatype call for (INVALID_ARG). Triton

@@ -90,10 +90,11 @@ def load_version(
         with model_context(name, version):
             serving = loader.load(base_config)
     except Exception as error:
-        status.reason = error.message if isinstance(error, NaiadError) else f"{type(error).__name__}: {error}"
+        failure = error if isinstance(error, NaiadError) else NaiadError(f"{type(error).__name__}: {error}")
+        status.reason = failure.as_status_text()  # as Triton records it: "Internal: ..."
         status.state = ModelState.UNAVAILABLE
         logger.error("model '%s' version %d failed to load: %s", name, version, status.reason)
-        if not isinstance(error, NaiadError):
+        if failure is not error:
             logger.debug("traceback of the load failure of model '%s'", name, exc_info=error)
         with model_context(name, version):
             loader.release(name)

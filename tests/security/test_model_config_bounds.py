@@ -79,7 +79,8 @@ def test_instance_counts_are_capped(server: ServerProcess) -> None:
     response = _load(server, "echo", instance_group=[{"kind": "KIND_CPU", "count": 200}])
     assert response.status_code == 400
     assert response.json()["error"] == (
-        "load failed for model 'echo': version 1 is at UNAVAILABLE state: model 'echo' asks for 200 instances, "
+        "load failed for model 'echo': version 1 is at UNAVAILABLE state: Invalid argument: model 'echo' asks for "
+        "200 instances, "
         "more than --max-instances-per-model allows (4); lower the instance_group counts, or raise the limit;\n"
     )
     assert _infer(server).status_code == 200  # the loaded version keeps serving

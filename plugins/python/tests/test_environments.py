@@ -141,12 +141,13 @@ def test_environment_problems_fail_the_load_saying_what_to_do(server: ServerProc
         in reasons["broken_numpy"]
     )
     assert reasons["relative"] == (
-        "python model 'relative': EXECUTION_ENV_PATH 'env.tar.gz' is not an absolute path; start it with "
-        "$$TRITON_MODEL_DIRECTORY to name a file in the model directory"
+        "Invalid argument: python model 'relative': EXECUTION_ENV_PATH 'env.tar.gz' is not an absolute path; "
+        "start it with $$TRITON_MODEL_DIRECTORY to name a file in the model directory"
     )
     assert reasons["missing"].endswith("/nowhere' does not exist")
     assert reasons["in_thread"] == (
-        "python model 'in_thread': EXECUTION_ENV_PATH needs a worker process; remove INSTANCE_ISOLATION "
+        "Invalid argument: python model 'in_thread': EXECUTION_ENV_PATH needs a worker process; remove "
+        "INSTANCE_ISOLATION "
         '"thread" (or set it to "process")'
     )
 
@@ -159,7 +160,8 @@ def test_a_load_request_may_only_name_an_environment_inside_the_model_folder(ser
     client.close()
     assert refused.value.status() == "400"
     assert refused.value.message() == (
-        "load failed for model 'requested': version 1 is at UNAVAILABLE state: python model 'requested': "
+        "load failed for model 'requested': version 1 is at UNAVAILABLE state: Invalid argument: python model "
+        "'requested': "
         "EXECUTION_ENV_PATH in a config sent with a load request must start with $$TRITON_MODEL_DIRECTORY/ "
         "(an environment inside the model's folder);\n"
     )

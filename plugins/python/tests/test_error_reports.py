@@ -132,8 +132,8 @@ def test_exception_in_initialize_fails_the_load(server: ThreadedServer, repo: Pa
         index = {entry["name"]: entry for entry in client.get_model_repository_index()}
     finally:
         client.close()
-    # Triton's reason starts with its status code ("Internal: "); naiad's reasons carry none
+    # Triton's reason starts with its status code, as Status::AsString writes it
     assert caught.value.message() == (
-        f"load failed for model 'initialize_fails': version 1 is at UNAVAILABLE state: {report};\n"
+        f"load failed for model 'initialize_fails': version 1 is at UNAVAILABLE state: Internal: {report};\n"
     )
-    assert index["initialize_fails"]["reason"] == report
+    assert index["initialize_fails"]["reason"] == f"Internal: {report}"
