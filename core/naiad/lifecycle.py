@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from naiad import config as model_config
+from naiad.config.normalize import ENSEMBLE_PLATFORM
 from naiad.config.paths import check_model_name, confined_path
 from naiad.dependencies import load_waves, model_dependencies
 from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable
@@ -357,6 +358,9 @@ class ModelLifecycle:
         if record.error:
             raise invalid_arg(f"load failed for model '{name}': {record.error}")
         failed = [status for _, status in sorted(record.versions.items()) if not status.ready]
+        if failed and plan.config is not None and plan.config.platform == ENSEMBLE_PLATFORM and failed[0].failure:
+            # Triton's words for an ensemble whose steps do not fit: its error alone, no version
+            raise invalid_arg(f"load failed for model '{name}': {failed[0].failure.message}\n")
         if failed:
             reasons = "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};\n" for v in failed)
             raise invalid_arg(f"load failed for model '{name}': {reasons}")

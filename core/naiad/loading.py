@@ -92,6 +92,7 @@ def load_version(
     except Exception as error:
         failure = error if isinstance(error, NaiadError) else NaiadError(f"{type(error).__name__}: {error}")
         status.reason = failure.as_status_text()  # as Triton records it: "Internal: ..."
+        status.failure = failure
         status.state = ModelState.UNAVAILABLE
         logger.error("model '%s' version %d failed to load: %s", name, version, status.reason)
         if failure is not error:

@@ -149,6 +149,7 @@ class VersionStatus:
     state: ModelState = ModelState.LOADING
     reason: str = ""
     serving: ServingModel | None = None
+    failure: NaiadError | None = None  # what left it UNAVAILABLE
 
     @property
     def ready(self) -> bool:

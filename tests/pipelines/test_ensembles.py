@@ -240,8 +240,11 @@ def test_a_broken_ensemble_is_unavailable_with_tritons_reason(
     assert name in BROKEN
     entries = [entry for entry in http.get_model_repository_index() if entry["name"] == name]
     assert entries
-    assert all(entry.get("reason") == reason for entry in entries), entries
+    assert all(entry.get("reason") == f"Invalid argument: {reason}" for entry in entries), entries
     assert not http.is_model_ready(name)
+    with pytest.raises(InferenceServerException) as caught:  # Triton's load error: the message alone
+        http.load_model(name)
+    assert caught.value.message() == f"load failed for model '{name}': {reason}\n"
     with pytest.raises(InferenceServerException, match="unknown model"):
         http.infer(name, [_http_input("X", VECTOR, "FP32")])
 
