@@ -1,4 +1,5 @@
-"""The vLLM and TensorRT-LLM engines: their pure mapping logic here, the engines themselves on a CUDA GPU.
+"""The vLLM and TensorRT-LLM engines: their pure mapping logic here, the engines themselves (and the
+transformers engine) on a CUDA GPU.
 
 The GPU tests load ``$NAIAD_LLM_GPU_MODEL`` (a folder or hub id; default: the tiny model of
 :mod:`naiad_llm.testing`, built on the spot) and skip only where no CUDA device is visible.
@@ -307,12 +308,13 @@ def gpu_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 ENGINE_ARGS = {
+    "transformers": {"max_model_len": 512},
     "vllm": {"gpu_memory_utilization": 0.3, "enforce_eager": True, "max_model_len": 512},
     "tensorrt_llm": {"max_seq_len": 512, "max_batch_size": 8, "enable_iter_perf_stats": True},
 }
 
 
-@pytest.fixture(scope="module", params=["vllm", "tensorrt_llm"])
+@pytest.fixture(scope="module", params=["transformers", "vllm", "tensorrt_llm"])
 def started(
     request: pytest.FixtureRequest, gpu_model: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Engine, asyncio.Runner]]:
