@@ -5,11 +5,11 @@ validated, scheduled and counted in the callee's statistics, and its tensors pas
 a child of the batch the calling ``execute`` serves (:mod:`naiad_python.origin`): cancelled with it,
 and refused when it would call a model that is waiting for it. As in Triton, every failure comes
 back as an error response, never as an exception; a request the server refuses gets Triton's
-``Model <name> - Error when running inference: <reason>``, with the server's error code.
+``Model <name> - Error when running inference: <reason>``, with the server's error code (a model
+that is not ready: ``Failed for execute the inference request. Model '<name>' is not ready.``).
 
-``timeout`` (microseconds) reaches the callee's request, where its queue policy applies, and bounds
-the whole call: when no last response came in time the request is cancelled and the caller gets
-``Request timeout expired`` (UNAVAILABLE), the text Triton's queues use.
+``timeout`` (microseconds) reaches the callee's request, where its queue policy applies, as in
+Triton: it bounds the wait in a queue, not the call.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import threading
-import time
 from collections import deque
 
 from naiad.backend import SEQUENCE_END, SEQUENCE_START, NaiadError, ParameterValue, ResponseEvent
@@ -30,7 +29,7 @@ from naiad_python.pbutils.request import InferenceRequest
 from naiad_python.pbutils.response import InferenceResponse
 from naiad_python.pbutils.response_iterator import ResponseIterator, ResponseSource
 
-TIMEOUT_EXPIRED = "Request timeout expired"
+UNKNOWN_MODEL = "Request for unknown model"  # how the server's refusals of a missing model begin
 
 
 def exec_request(request: InferenceRequest, decoupled: bool) -> InferenceResponse | ResponseIterator:
@@ -61,14 +60,14 @@ def _start(request: InferenceRequest, decoupled: bool, api: str) -> ResponseSour
         raise TritonModelException("BLS is only supported during the 'execute' function.")
     server = server_of(unit, api)
     model = request._model_name
-    timeout_us = request.timeout()
+    version = "" if request._model_version == -1 else request._model_version
     events = _Events()
     try:
         core = server.submit(
             model,
             [convert.bls_input(tensor) for tensor in request.inputs()],
             events,
-            version="" if request._model_version == -1 else request._model_version,
+            version=version,
             outputs=request.requested_output_names(),
             request_id=request.request_id(),
             parameters=_parameters(request),
@@ -76,10 +75,15 @@ def _start(request: InferenceRequest, decoupled: bool, api: str) -> ResponseSour
             parent=origin.current_parent(),
         )
     except NaiadError as error:
-        prefix = f"Model {model} - Error when running inference: "
-        return _Refused(InferenceResponse(error=convert.triton_error(error, prefix)))
-    deadline = time.monotonic() + timeout_us / 1e6 if timeout_us > 0 else None
-    return _Call(core, events, deadline)
+        return _Refused(InferenceResponse(error=_refusal(model, error)))
+    return _Call(core, events)
+
+
+def _refusal(model: str, error: NaiadError) -> TritonError:
+    """The error response of a request the server refused, in Triton's words."""
+    if error.message.startswith(UNKNOWN_MODEL):  # Triton's python backend asks whether it is ready first
+        error = NaiadError(f"Failed for execute the inference request. Model '{model}' is not ready.", error.code)
+    return convert.triton_error(error, f"Model {model} - Error when running inference: ")
 
 
 def _parameters(request: InferenceRequest) -> dict[str, ParameterValue]:
@@ -125,17 +129,14 @@ class _Events:
             with contextlib.suppress(RuntimeError):  # the loop is closed: its model unloaded, nobody waits
                 loop.call_soon_threadsafe(_wake, future)
 
-    def take(self, deadline: float | None) -> ResponseEvent | None:
-        """The next event; None at ``deadline`` (``time.monotonic``) without one."""
+    def take(self) -> ResponseEvent:
+        """The next event, waiting for it."""
         with self._changed:
             while not self._events:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return None
-                self._changed.wait(remaining)
+                self._changed.wait()
             return self._events.popleft()
 
-    async def take_async(self, deadline: float | None) -> ResponseEvent | None:
+    async def take_async(self) -> ResponseEvent:
         """:meth:`take` for a coroutine: waits without blocking its event loop."""
         loop = asyncio.get_running_loop()
         while True:
@@ -144,13 +145,7 @@ class _Events:
                     return self._events.popleft()
                 future: asyncio.Future[None] = loop.create_future()
                 self._waiter = (loop, future)
-            remaining = None if deadline is None else deadline - time.monotonic()
-            try:
-                async with asyncio.timeout(remaining):
-                    await future
-            except TimeoutError:
-                with self._changed:
-                    return self._events.popleft() if self._events else None
+            await future
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -161,19 +156,18 @@ def _wake(future: asyncio.Future[None]) -> None:
 class _Call:
     """A submitted BLS request: its responses as ``pb_utils`` responses, up to the last one."""
 
-    __slots__ = ("_deadline", "_events", "_request")
+    __slots__ = ("_events", "_request")
 
-    def __init__(self, request: CoreRequest, events: _Events, deadline: float | None) -> None:
+    def __init__(self, request: CoreRequest, events: _Events) -> None:
         self._request = request
         self._events = events
-        self._deadline = deadline
 
     def next_response(self) -> tuple[InferenceResponse, bool]:
-        return self._answer(self._events.take(self._deadline))
+        return self._answer(self._events.take())
 
     async def next_response_async(self) -> tuple[InferenceResponse, bool]:
         try:
-            event = await self._events.take_async(self._deadline)
+            event = await self._events.take_async()
         except asyncio.CancelledError:  # whoever awaited the response gave up on it
             self._request.cancel()
             raise
@@ -182,10 +176,8 @@ class _Call:
     def cancel(self) -> None:
         self._request.cancel()
 
-    def _answer(self, event: ResponseEvent | None) -> tuple[InferenceResponse, bool]:
-        if event is None:
-            self._request.cancel()
-            return InferenceResponse(error=TritonError(TIMEOUT_EXPIRED, TritonError.UNAVAILABLE)), True
+    @staticmethod
+    def _answer(event: ResponseEvent) -> tuple[InferenceResponse, bool]:
         if event.response is None:  # the final flag alone
             return InferenceResponse(), True
         return convert.bls_response(event.response), event.final

@@ -228,8 +228,8 @@ CALL_REPEAT_ASYNC = PythonModelSpec(
     config=_config(*_REPEAT_IO),
 )
 
-# CASE names a failing BLS call; the model answers with the error it got back, its code and how many
-# responses came. "init" reports what a BLS call in initialize() raised.
+# CASE names a BLS call; the model answers with the error it got back ("no error" when none), its code
+# and how many responses came. "init" reports what a BLS call in initialize() raised.
 BLS_ERRORS = PythonModelSpec(
     model_py="""
     import asyncio
@@ -238,7 +238,7 @@ BLS_ERRORS = PythonModelSpec(
     import triton_python_backend_utils as pb_utils
 
     ADD_SUB_IN = pb_utils.Tensor("INPUT0", np.ones(4, np.float32))
-    SLEEP = pb_utils.Tensor("MS", np.array([3000], np.int32))
+    SLEEP = pb_utils.Tensor("MS", np.array([300], np.int32))
 
 
     def request(model, inputs, outputs, **options):
@@ -246,7 +246,7 @@ BLS_ERRORS = PythonModelSpec(
 
 
     async def timed_out_async():
-        return await request("sleeper", [SLEEP], ["SLEPT"], timeout=100_000).async_exec()
+        return await request("sleeper", [SLEEP], ["SLEPT"], timeout=50_000).async_exec()
 
 
     CASES = {
@@ -256,7 +256,7 @@ BLS_ERRORS = PythonModelSpec(
         "raises": lambda: [request("raises", [pb_utils.Tensor("X", np.ones(2, np.float32))], ["Y"]).exec()],
         "decoupled": lambda: [request("repeat", [pb_utils.Tensor("IN", np.ones(2, np.int32))], ["OUT"]).exec()],
         "self": lambda: [request("bls_errors", [], []).exec()],
-        "timeout": lambda: [request("sleeper", [SLEEP], ["SLEPT"], timeout=100_000).exec()],
+        "timeout": lambda: [request("sleeper", [SLEEP], ["SLEPT"], timeout=50_000).exec()],
         "timeout_async": lambda: [asyncio.run(timed_out_async())],
     }
 
@@ -278,7 +278,8 @@ BLS_ERRORS = PythonModelSpec(
                 else:
                     results = CASES[case]()
                     error = results[0].error()
-                    message, code, count = error.message(), error.code().name, len(results)
+                    message, code = ("no error", "") if error is None else (error.message(), error.code().name)
+                    count = len(results)
                 responses.append(
                     pb_utils.InferenceResponse([
                         pb_utils.Tensor("ERROR", np.array([message.encode()], np.object_)),

@@ -165,7 +165,8 @@ def test_decoupled_exec_iterates_every_response_then_the_empty_last(client: Clie
 
 def test_errors_come_back_as_responses_with_tritons_text(client: Client, server: ThreadedServer) -> None:
     assert _error_case(client, "unknown") == (
-        "Model missing - Error when running inference: Request for unknown model: 'missing' is not found",
+        "Model missing - Error when running inference: Failed for execute the inference request. Model 'missing' "
+        "is not ready.",
         "NOT_FOUND",
         1,
     )
@@ -195,12 +196,13 @@ def test_errors_come_back_as_responses_with_tritons_text(client: Client, server:
 
 
 @pytest.mark.parametrize("case", ["timeout", "timeout_async"])
-def test_a_timeout_cancels_the_call(client: Client, case: str) -> None:
-    cancelled_before = client.failures("sleeper")
+def test_a_timeout_bounds_the_queue_not_the_call(client: Client, case: str) -> None:
+    # as in Triton: the callee (no queue policy) runs its 300 ms past the caller's 50 ms timeout
+    successes_before = client.successes("sleeper")
     started = time.monotonic()
-    assert _error_case(client, case) == ("Request timeout expired", "UNAVAILABLE", 1)
-    assert time.monotonic() - started < 1.5  # the callee was asked for 3 s
-    assert _eventually(lambda: client.failures("sleeper") == cancelled_before + 1)  # it saw the cancellation
+    assert _error_case(client, case) == ("no error", "", 1)
+    assert time.monotonic() - started >= 0.3
+    assert _eventually(lambda: client.successes("sleeper") == successes_before + 1)
 
 
 def test_a_cycle_is_refused_instead_of_deadlocking(client: Client) -> None:
