@@ -253,6 +253,7 @@ BLS_ERRORS = PythonModelSpec(
         "unknown": lambda: [request("missing", [], []).exec()],
         "unknown_decoupled": lambda: list(request("missing", [], []).exec(decoupled=True)),
         "bad_input": lambda: [request("add_sub", [ADD_SUB_IN], ["OUTPUT0"]).exec()],
+        "duplicate_input": lambda: [request("add_sub", [ADD_SUB_IN, ADD_SUB_IN], ["OUTPUT0"]).exec()],
         "raises": lambda: [request("raises", [pb_utils.Tensor("X", np.ones(2, np.float32))], ["Y"]).exec()],
         "decoupled": lambda: [request("repeat", [pb_utils.Tensor("IN", np.ones(2, np.int32))], ["OUT"]).exec()],
         "self": lambda: [request("bls_errors", [], []).exec()],

@@ -178,6 +178,12 @@ def test_errors_come_back_as_responses_with_tritons_text(client: Client, server:
         "INVALID_ARG",
         1,
     )
+    assert _error_case(client, "duplicate_input") == (
+        "Model add_sub - Error when running inference: [request id: <id_unknown>] input 'INPUT0' already exists "
+        "in request",
+        "INVALID_ARG",
+        1,
+    )
     raises_file = server.server.options.model_repositories[0] / "raises" / "1" / "model.py"
     assert _error_case(client, "raises") == (
         "Failed to process the request(s) for model 'raises_0', message: ValueError: cannot handle this input"
