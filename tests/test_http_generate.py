@@ -123,6 +123,24 @@ def test_generate_with_a_shape_that_does_not_fit(server: ServerProcess) -> None:
     assert response.json() == {"error": "The schema can not convert input 'text_input' to tensor with proper shape"}
 
 
+@pytest.mark.parametrize(
+    ("text_input", "error"),
+    [
+        ([[]], "expected 1 string elements for inference input 'text_input' for model 'word_stream', got 0"),
+        (
+            [["a", "b"]],
+            "unexpected number of string elements 2 for inference input 'text_input' for model 'word_stream', "
+            "expecting 1",
+        ),
+    ],
+)
+def test_generate_counts_nested_strings_against_the_shape_as_triton(
+    server: ServerProcess, text_input: list[list[str]], error: str
+) -> None:
+    response = httpx.post(_url(server, "word_stream", "generate"), json={"text_input": text_input, "id": "g2"})
+    assert (response.status_code, response.json()) == (400, {"error": f"[request id: g2] {error}"})
+
+
 def test_generate_stream_sends_one_event_per_response(server: ServerProcess) -> None:
     with httpx.stream("POST", _url(server, "word_stream", "generate_stream"), json={"text_input": "a b c"}) as response:
         assert response.headers["content-type"].startswith("text/event-stream")

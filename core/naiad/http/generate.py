@@ -14,13 +14,14 @@ from typing import Any, cast
 
 from naiad import datatypes
 from naiad.dataplane import DataPlane, ResponseStream
-from naiad.errors import NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
 from naiad.http.codec import flatten, json_numbers, json_strings, load_json, parse_error, refuse_half_json
 from naiad.http.json_body import dump_json
 from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent
 from naiad.models import InputSpec, ServingModel
 from naiad.tensor import Tensor
 from naiad.tracing import FrontendTiming
+from naiad.validation import string_count_mismatch
 
 EventStream = AsyncGenerator[ResponseEvent, None]
 ONE_RESPONSE_EXPECTED = (
@@ -56,15 +57,16 @@ def decode_generate(model: ServingModel, body: bytes) -> GenerateRequest:
     batching = model.signature.max_batch_size > 0
     inputs: dict[str, Tensor] = {}
     parameters: dict[str, ParameterValue] = {}
+    where = (model.name, request_id)
     for key, value in document.items():
-        _convert(key, value, specs, batching, inputs, parameters)
+        _convert(key, value, specs, batching, inputs, parameters, where)
     for key, value in nested.items():
         if key in inputs:
             raise invalid_arg(
                 f"Converting keyword: 'parameters': [request id: {request_id or '<id_unknown>'}] input '{key}' "
                 "already exists in request"
             )
-        _convert(key, value, specs, batching, inputs, parameters)
+        _convert(key, value, specs, batching, inputs, parameters, where)
     return GenerateRequest(model, list(inputs.values()), parameters, request_id)
 
 
@@ -75,18 +77,20 @@ def _convert(
     batching: bool,
     inputs: dict[str, Tensor],
     parameters: dict[str, ParameterValue],
+    where: tuple[str, str],
 ) -> None:
-    """One key of a generate body: an input when it names one, else a parameter."""
+    """One key of a generate body: an input when it names one, else a parameter. ``where``: the model's
+    name and the request's id, for Triton's words."""
     spec = specs.get(key)
     if spec is not None:
-        inputs[key] = _to_tensor(spec, value, batching)
+        inputs[key] = _to_tensor(spec, value, batching, where)
     elif isinstance(value, str | int | float | bool):
         parameters[key] = value
     else:
         raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
 
 
-def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
+def _to_tensor(spec: InputSpec, value: Any, batching: bool, where: tuple[str, str]) -> Tensor:
     """An input from a JSON value. Its shape is the config's, with the last variable dimension the
     length of the value (1 for a scalar); nested arrays inside it are its data, flattened."""
     values = value if isinstance(value, list) else [value]
@@ -102,10 +106,12 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool) -> Tensor:
         shape[variable[-1]] = len(values) // known if known and len(values) % known == 0 else -1
     if math.prod(shape) != len(values):
         raise invalid_arg(f"The schema can not convert input '{spec.name}' to tensor with proper shape")
+    if strings is not None:
+        if len(flat) != len(values):  # Triton counts the strings it was given against the shape
+            raise ByteSizeMismatch(string_count_mismatch(len(flat), len(values), spec.name, *where))
+        return Tensor(spec.name, "BYTES", strings.reshape(shape))
     if len(flat) != len(values):
         raise parse_error("Unable to parse 'data': Shape does not match true shape of 'data' field")
-    if strings is not None:
-        return Tensor(spec.name, "BYTES", strings.reshape(shape))
     refuse_half_json(datatype, spec.name)
     return Tensor(spec.name, datatype.wire, json_numbers(flat, datatype).reshape(shape))
 
