@@ -245,6 +245,14 @@ BLS_ERRORS = PythonModelSpec(
         return pb_utils.InferenceRequest(model_name=model, inputs=inputs, requested_output_names=outputs, **options)
 
 
+    async def given_up_async():
+        long_sleep = pb_utils.Tensor("MS", np.array([3000], np.int32))
+        try:
+            return await asyncio.wait_for(request("sleeper", [long_sleep], ["SLEPT"]).async_exec(), 0.1)
+        except TimeoutError:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError("gave up"))
+
+
     async def timed_out_async():
         return await request("sleeper", [SLEEP], ["SLEPT"], timeout=50_000).async_exec()
 
@@ -259,6 +267,7 @@ BLS_ERRORS = PythonModelSpec(
         "self": lambda: [request("bls_errors", [], []).exec()],
         "timeout": lambda: [request("sleeper", [SLEEP], ["SLEPT"], timeout=50_000).exec()],
         "timeout_async": lambda: [asyncio.run(timed_out_async())],
+        "given_up": lambda: [asyncio.run(given_up_async())],
     }
 
 

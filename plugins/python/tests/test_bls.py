@@ -211,6 +211,14 @@ def test_a_timeout_bounds_the_queue_not_the_call(client: Client, case: str) -> N
     assert _eventually(lambda: client.successes("sleeper") == successes_before + 1)
 
 
+def test_a_caller_that_gives_up_cancels_the_call(client: Client) -> None:
+    cancelled_before = client.failures("sleeper")
+    started = time.monotonic()
+    assert _error_case(client, "given_up") == ("gave up", "INTERNAL", 1)  # asyncio.wait_for's 0.1 s passed
+    assert time.monotonic() - started < 1.5  # the callee was asked for 3 s
+    assert _eventually(lambda: client.failures("sleeper") == cancelled_before + 1)  # it saw the cancellation
+
+
 def test_a_cycle_is_refused_instead_of_deadlocking(client: Client) -> None:
     message, code, _ = _error_case(client, "self")
     assert code == "INVALID_ARG"
