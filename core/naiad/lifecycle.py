@@ -123,6 +123,8 @@ class ModelLifecycle:
         self._model_locks: dict[str, threading.Lock] = {}
         # model -> the models unloaded along with it (they needed it); they load again when it does
         self._taken_along: dict[str, set[str]] = {}
+        # models serving because a load named them (not only as another's need): unload_dependents keeps them
+        self._named_loads: set[str] = set()
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -133,9 +135,17 @@ class ModelLifecycle:
     def load_all(self, only: Collection[str] | None = None) -> None:
         """Load the models found in the repositories (those named in ``only`` and what they need; ``*`` = all)."""
         sources = self.discover()
+        named = set(sources)
         if only is not None and "*" not in only:
+            named &= set(only)
             sources = {name: sources[name] for name in self._with_needs(only, sources)}
         self.load_models(sources)
+        self._mark_named(named)
+
+    def _mark_named(self, names: Collection[str]) -> None:
+        """Remember which of ``names`` serve because a load named them."""
+        with self._lock:
+            self._named_loads.update(name for name in names if name in self._serving)
 
     def load_models(
         self, sources: Mapping[str, ModelSource], reuse: Mapping[str, Collection[int]] | None = None
@@ -319,7 +329,10 @@ class ModelLifecycle:
         serving, as in Triton. Raises with Triton's texts when the model is not in any repository or
         a version fails to load.
         """
+        serving = name in self._serving
         self._load_model(name, config, files, {name})
+        if not serving:  # as in Triton: a model first loaded as another's need stays one
+            self._mark_named([name])
         self._bring_back(name)
 
     def _bring_back(self, name: str) -> None:
@@ -470,7 +483,8 @@ class ModelLifecycle:
         """Unload every version of a model, and of the models that need it, as Triton does.
 
         With ``unload_dependents``, the models it needs go too unless a model still serving needs
-        them. Unloaded models stay in the index as unloaded; unknown names are a no-op.
+        them or a load named them (Triton's explicitly loaded models). Unloaded models stay in the
+        index as unloaded; unknown names are a no-op.
         """
         with self._lock:
             records = dict(self._records)
@@ -481,7 +495,9 @@ class ModelLifecycle:
         if unload_dependents:
             going = downstream | {name}
             candidates = _reachable({name}, needs) - going
-            upstream = (candidates - _reachable(loaded - going - candidates, needs)) & loaded
+            with self._lock:
+                staying = (loaded - going - candidates) | (candidates & self._named_loads)
+            upstream = (candidates - _reachable(staying, needs)) & loaded
         with self._lock:
             for dependents in self._taken_along.values():
                 dependents.discard(name)  # unloaded on purpose: it stays unloaded
@@ -508,6 +524,8 @@ class ModelLifecycle:
             for status in list(record.versions.values()):
                 self._unload_version(status)
             _drop_override(record)
+            with self._lock:
+                self._named_loads.discard(name)
 
     # -- queries -------------------------------------------------------------------------------
 

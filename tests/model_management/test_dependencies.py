@@ -1,6 +1,6 @@
 """Models that need others (an ensemble's steps): in explicit mode a load brings in what the model
 needs; an unload takes the models that need it along, and with ``unload_dependents`` also the
-models it needs that nothing else still uses (Triton 2.51's behaviour)."""
+models it needs that nothing else still uses and that no load named (Triton 2.51's behaviour)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,41 @@ def test_load_brings_in_what_the_model_needs_and_unload_takes_dependents(server:
     client.load_model("pipeline")
     client.unload_model("pipeline", unload_dependents=True)
     assert _ready(client) == {"bystander"}
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_unload_dependents_keeps_a_model_that_a_load_named(server: ServerProcess, protocol: str) -> None:
+    client: Any = (
+        httpclient.InferenceServerClient(server.http_url)
+        if protocol == "http"
+        else grpcclient.InferenceServerClient(server.grpc_url)
+    )
+    client.load_model("step")  # named by a load: Triton's "explicitly loaded"
+    client.load_model("pipeline")
+    client.unload_model("pipeline", unload_dependents=True)
+    assert _ready(client) == {"step", "bystander"}
+
+    client.unload_model("step")
+    client.load_model("pipeline")  # the step serves as its need only
+    client.load_model("step")  # already serving: it stays a need, as in Triton
+    client.unload_model("pipeline", unload_dependents=True)
+    assert _ready(client) == {"bystander"}
+
+
+def test_models_named_at_startup_are_kept_by_unload_dependents(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    model_repository.add_model("step", identity_config(), identity_files(1))
+    model_repository.add_model("pipeline", ENSEMBLE, identity_files(1))
+    model_repository.add_model("bystander", identity_config(), identity_files(1))
+    for named, kept in (("--load-model=step", True), ("--load-model=bystander", False)):
+        server = naiad_server(
+            model_repository.root, args=("--model-control-mode=explicit", "--load-model=pipeline", named)
+        )
+        client = httpclient.InferenceServerClient(server.http_url)
+        client.unload_model("pipeline", unload_dependents=True)
+        assert client.is_model_ready("step") is kept
+        server.stop()
 
 
 def test_startup_with_load_model_loads_what_it_needs(
