@@ -28,7 +28,14 @@ from naiad.models import ServingModel
 from naiad.tensor import Tensor
 from naiad.trace_settings import TraceSettings
 from naiad.tracing import FrontendTiming, Tracer
-from naiad.validation import check_empty_items, validate_inputs, validate_outputs, zero_led
+from naiad.validation import (
+    check_empty_items,
+    first_repeated,
+    input_already_exists,
+    validate_inputs,
+    validate_outputs,
+    zero_led,
+)
 
 SHUTTING_DOWN = "Server not ready: it is shutting down"
 
@@ -130,6 +137,9 @@ class InferenceService:
             validate_outputs(model.name, signature, list(requested))
         else:
             requested = dict(model.default_outputs)
+        by_name = {tensor.name: tensor for tensor in inputs}
+        if len(by_name) < len(inputs):  # in-process callers (BLS); the frontends refuse it as they read
+            raise input_already_exists(first_repeated([tensor.name for tensor in inputs]), request_id)
         batch_size = validate_inputs(model.name, signature, inputs, request_id)
         if zero_led(signature, inputs):
             check_empty_items(model.name, signature, inputs, batch_size, request_id)
@@ -141,7 +151,7 @@ class InferenceService:
         request = InferenceRequest(
             model_name=model.name,
             model_version=model.version,
-            inputs={tensor.name: tensor for tensor in inputs},
+            inputs=by_name,
             requested_outputs=requested,
             sender=sender,
             id=request_id,

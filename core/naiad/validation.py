@@ -39,6 +39,21 @@ def _format_shape(shape: Sequence[int]) -> str:
     return "[" + ",".join(str(dim) for dim in shape) + "]"
 
 
+def input_already_exists(name: str, request_id: str) -> NaiadError:
+    """Triton's refusal of a request that names input ``name`` twice."""
+    return invalid_arg(f"{request_prefix(request_id)}input '{name}' already exists in request")
+
+
+def first_repeated(names: Sequence[str]) -> str:
+    """The first of ``names`` that came before (there is one)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    raise ValueError("no name is repeated")
+
+
 def validate_outputs(model_name: str, signature: ModelSignature, requested: Sequence[str]) -> None:
     """Every requested output must exist in the config; Triton names the first unknown one in sorted order."""
     unknown = [name for name in requested if name not in signature.outputs]
@@ -48,13 +63,10 @@ def validate_outputs(model_name: str, signature: ModelSignature, requested: Sequ
 
 def validate_inputs(model_name: str, signature: ModelSignature, inputs: Sequence[Tensor], request_id: str) -> int:
     """Check the inputs as Triton does, and return the request's batch size (1 if not batching, 0 if
-    every input leads with 0): no name twice, their count, then their names (with their batch dimensions, for a
+    every input leads with 0): their count, then their names (with their batch dimensions, for a
     batching model), then each one's datatype and shape. Where several inputs are wrong, the error
     is the one Triton gives: it checks them in its map's order (:mod:`naiad.hash_order`)."""
     given = [tensor.name for tensor in inputs]
-    if len(set(given)) < len(given):  # BLS and in-process callers; the frontends refuse it as they read
-        repeated = next(name for index, name in enumerate(given) if name in given[:index])
-        raise invalid_arg(f"{request_prefix(request_id)}input '{repeated}' already exists in request")
     if not len(signature.required_inputs) <= len(given) <= len(signature.inputs):
         _wrong_input_count(model_name, signature, given, request_id)
     # Where an input leads with 0, Triton's batch size depends on its order: checked in that order only.

@@ -26,12 +26,22 @@ ensemble_scheduling { step [ {
 """
 
 
-@pytest.fixture
-def server(model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]) -> ServerProcess:
+def _add_models(model_repository: ModelRepositoryBuilder) -> None:
     model_repository.add_model("step", identity_config(), identity_files(1))
     model_repository.add_model("pipeline", ENSEMBLE, identity_files(1))
     model_repository.add_model("bystander", identity_config(), identity_files(1))
+
+
+@pytest.fixture
+def server(model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]) -> ServerProcess:
+    _add_models(model_repository)
     return naiad_server(model_repository.root, args=("--model-control-mode=explicit", "--load-model=bystander"))
+
+
+def _client(server: ServerProcess, protocol: str) -> Any:
+    if protocol == "http":
+        return httpclient.InferenceServerClient(server.http_url)
+    return grpcclient.InferenceServerClient(server.grpc_url)
 
 
 def _ready(client: Any) -> set[str]:
@@ -40,11 +50,7 @@ def _ready(client: Any) -> set[str]:
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_load_brings_in_what_the_model_needs_and_unload_takes_dependents(server: ServerProcess, protocol: str) -> None:
-    client: Any = (
-        httpclient.InferenceServerClient(server.http_url)
-        if protocol == "http"
-        else grpcclient.InferenceServerClient(server.grpc_url)
-    )
+    client = _client(server, protocol)
     client.load_model("pipeline")
     assert _ready(client) == {"step", "pipeline", "bystander"}
     assert infer(client, "pipeline", [1.0, 2.0]).tolist() == [1.0, 2.0]
@@ -63,11 +69,7 @@ def test_load_brings_in_what_the_model_needs_and_unload_takes_dependents(server:
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_unload_dependents_keeps_a_model_that_a_load_named(server: ServerProcess, protocol: str) -> None:
-    client: Any = (
-        httpclient.InferenceServerClient(server.http_url)
-        if protocol == "http"
-        else grpcclient.InferenceServerClient(server.grpc_url)
-    )
+    client = _client(server, protocol)
     client.load_model("step")  # named by a load: Triton's "explicitly loaded"
     client.load_model("pipeline")
     client.unload_model("pipeline", unload_dependents=True)
@@ -83,9 +85,7 @@ def test_unload_dependents_keeps_a_model_that_a_load_named(server: ServerProcess
 def test_models_named_at_startup_are_kept_by_unload_dependents(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:
-    model_repository.add_model("step", identity_config(), identity_files(1))
-    model_repository.add_model("pipeline", ENSEMBLE, identity_files(1))
-    model_repository.add_model("bystander", identity_config(), identity_files(1))
+    _add_models(model_repository)
     for named, kept in (("--load-model=step", True), ("--load-model=bystander", False)):
         server = naiad_server(
             model_repository.root, args=("--model-control-mode=explicit", "--load-model=pipeline", named)

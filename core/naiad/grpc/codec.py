@@ -29,7 +29,13 @@ from naiad.models import ModelSignature
 from naiad.protocol import grpc_service_pb2 as pb
 from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, input_tensor, window_of
 from naiad.tensor import Tensor
-from naiad.validation import first_in_triton_order, request_prefix, validate_inputs, validate_outputs
+from naiad.validation import (
+    first_in_triton_order,
+    input_already_exists,
+    request_prefix,
+    validate_inputs,
+    validate_outputs,
+)
 from naiad.wire import from_bytes, wire_array
 
 EMPTY_FINAL_KEY = "triton_enable_empty_final_response"
@@ -184,7 +190,7 @@ def decode_request(
     index = 0
     for tensor in request.inputs:
         if tensor.name in seen:
-            raise invalid_arg(f"{request_prefix(request.id)}input '{tensor.name}' already exists in request")
+            raise input_already_exists(tensor.name, request.id)
         seen.add(tensor.name)
         reference = _region_reference(tensor)
         decode: Callable[[], Tensor]

@@ -33,6 +33,7 @@ from naiad.shared_memory import (
 from naiad.tensor import Tensor
 from naiad.validation import (
     first_in_triton_order,
+    input_already_exists,
     request_prefix,
     string_count_mismatch,
     validate_inputs,
@@ -272,7 +273,7 @@ def _declare_input(
     if not all(_is_unsigned(dim) for dim in shape):
         raise _not_unsigned("shape")
     if name in names:
-        raise invalid_arg(f"{request_prefix(request_id)}input '{name}' already exists in request")
+        raise input_already_exists(name, request_id)
     names.add(name)
     datatype = datatypes.BY_WIRE.get(datatype_name)
     wire = datatype.wire if datatype is not None else _UNKNOWN_DATATYPE

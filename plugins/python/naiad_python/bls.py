@@ -24,12 +24,10 @@ from naiad.backend import SEQUENCE_END, SEQUENCE_START, NaiadError, ParameterVal
 from naiad.backend import InferenceRequest as CoreRequest
 from naiad_python import convert, origin
 from naiad_python.pbutils.caller import calling_unit, server_of
-from naiad_python.pbutils.errors import TritonError, TritonModelException
+from naiad_python.pbutils.errors import TritonModelException
 from naiad_python.pbutils.request import InferenceRequest
 from naiad_python.pbutils.response import InferenceResponse
 from naiad_python.pbutils.response_iterator import ResponseIterator, ResponseSource
-
-UNKNOWN_MODEL = "Request for unknown model"  # how the server's refusals of a missing model begin
 
 
 def exec_request(request: InferenceRequest, decoupled: bool) -> InferenceResponse | ResponseIterator:
@@ -75,15 +73,11 @@ def _start(request: InferenceRequest, decoupled: bool, api: str) -> ResponseSour
             parent=origin.current_parent(),
         )
     except NaiadError as error:
-        return _Refused(InferenceResponse(error=_refusal(model, error)))
+        if not server.model_ready(model, version):  # Triton's python backend asks this before anything else
+            error = NaiadError(f"Failed for execute the inference request. Model '{model}' is not ready.", error.code)
+        prefix = f"Model {model} - Error when running inference: "
+        return _Refused(InferenceResponse(error=convert.triton_error(error, prefix)))
     return _Call(core, events)
-
-
-def _refusal(model: str, error: NaiadError) -> TritonError:
-    """The error response of a request the server refused, in Triton's words."""
-    if error.message.startswith(UNKNOWN_MODEL):  # Triton's python backend asks whether it is ready first
-        error = NaiadError(f"Failed for execute the inference request. Model '{model}' is not ready.", error.code)
-    return convert.triton_error(error, f"Model {model} - Error when running inference: ")
 
 
 def _parameters(request: InferenceRequest) -> dict[str, ParameterValue]:
