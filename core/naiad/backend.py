@@ -38,6 +38,7 @@ from naiad.inference import (
     ResponseEvent,
     ResponseSender,
     ResponseSink,
+    Scheduling,
     report_compute,
 )
 from naiad.metrics.custom import Metric, MetricFamily, MetricKind
@@ -106,6 +107,7 @@ __all__ = [
     "ResponseStage",
     "Scheduler",
     "SchedulerContext",
+    "Scheduling",
     "ServerHandle",
     "ServingModel",
     "SuggestingError",

@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 
 from naiad.cancellation import CancellationToken
 from naiad.errors import ErrorCode, NaiadError, unavailable
-from naiad.inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput, ResponseSink
+from naiad.inference import (
+    InferenceRequest,
+    InferenceResponse,
+    ParameterValue,
+    RequestedOutput,
+    ResponseSink,
+    Scheduling,
+)
 from naiad.metrics.custom import CustomMetrics
 from naiad.models import ServingModel
 from naiad.protocol.model_config_pb2 import ModelConfig
@@ -72,12 +79,18 @@ class ServerHandle:
         outputs: Sequence[RequestedOutput | str] = (),
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
+        scheduling: Scheduling | None = None,
         cancellation: CancellationToken | None = None,
         parent: InferenceRequest | None = None,
         refuse_decoupled: str | None = None,
     ) -> InferenceRequest:
         """Queue a request on ``model`` (a name, or a version :meth:`resolve` gave); its responses go to
-        ``sink`` (see :meth:`InferenceService.submit`)."""
+        ``sink`` (see :meth:`InferenceService.submit`).
+
+        Without ``scheduling``, the reserved keys of ``parameters`` (``sequence_id``, ``priority``,
+        ``timeout``, ...) set the request's sequence, priority and timeout, as a frontend request's do;
+        with it, every parameter reaches the model as it is.
+        """
         return self._service.submit(
             model,
             inputs,
@@ -86,6 +99,7 @@ class ServerHandle:
             outputs=outputs,
             request_id=request_id,
             parameters=parameters,
+            scheduling=scheduling,
             cancellation=cancellation,
             parent=parent,
             refuse_decoupled=refuse_decoupled,
@@ -99,6 +113,7 @@ class ServerHandle:
         version: str | int = "",
         outputs: Sequence[RequestedOutput | str] = (),
         parameters: Mapping[str, ParameterValue] | None = None,
+        scheduling: Scheduling | None = None,
         timeout: float | None = None,
         cancellation: CancellationToken | None = None,
         parent: InferenceRequest | None = None,
@@ -114,7 +129,9 @@ class ServerHandle:
                 ErrorCode.INTERNAL,
             )
         sink = BlockingSink()
-        request = self._submit_single(model, inputs, sink, version, outputs, parameters, cancellation, parent)
+        request = self._submit_single(
+            model, inputs, sink, version, outputs, parameters, scheduling, cancellation, parent
+        )
         try:
             return sink.response(timeout, model=model)
         except NaiadError:
@@ -129,12 +146,15 @@ class ServerHandle:
         version: str | int = "",
         outputs: Sequence[RequestedOutput | str] = (),
         parameters: Mapping[str, ParameterValue] | None = None,
+        scheduling: Scheduling | None = None,
         cancellation: CancellationToken | None = None,
         parent: InferenceRequest | None = None,
     ) -> InferenceResponse:
         """:meth:`infer` for coroutines on the server's loop; cancelling the coroutine cancels the request."""
         sink = LoopSink(self._inbox)
-        request = self._submit_single(model, inputs, sink, version, outputs, parameters, cancellation, parent)
+        request = self._submit_single(
+            model, inputs, sink, version, outputs, parameters, scheduling, cancellation, parent
+        )
         try:
             return single_response(await sink.next_event(), model)
         except asyncio.CancelledError:
@@ -149,6 +169,7 @@ class ServerHandle:
         version: str | int,
         outputs: Sequence[RequestedOutput | str],
         parameters: Mapping[str, ParameterValue] | None,
+        scheduling: Scheduling | None,
         cancellation: CancellationToken | None,
         parent: InferenceRequest | None,
     ) -> InferenceRequest:
@@ -160,6 +181,7 @@ class ServerHandle:
             version=version,
             outputs=outputs,
             parameters=parameters,
+            scheduling=scheduling,
             refuse_decoupled=decoupled_refusal(model),
             cancellation=cancellation,
             parent=parent,

@@ -22,6 +22,7 @@ from naiad.inference import (
     ResponseEvent,
     ResponseSender,
     ResponseSink,
+    Scheduling,
 )
 from naiad.lifecycle import ModelLifecycle
 from naiad.models import ServingModel
@@ -77,6 +78,7 @@ class InferenceService:
         outputs: Sequence[RequestedOutput | str] = (),
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
+        scheduling: Scheduling | None = None,
         refuse_decoupled: str | None = None,
         cancellation: CancellationToken | None = None,
         parent: InferenceRequest | None = None,
@@ -86,6 +88,9 @@ class InferenceService:
 
         Raises :class:`naiad.errors.NaiadError` (nothing is queued then) for a server shutting
         down, an unknown model, a refused decoupled model, an invalid request or a full queue.
+        ``parameters`` are a frontend request's: their reserved keys (``sequence_id``, ``priority``,
+        ``timeout``, ...) set the request's scheduling and the rest reach the model. An in-process
+        caller passes ``scheduling`` instead; every one of its ``parameters`` then reaches the model.
         Pass ``cancellation`` to share a token with the caller; the returned request's
         :meth:`~naiad.inference.InferenceRequest.cancel` cancels it too. ``parent`` is the request
         being served on whose behalf this one is made: the new request extends its lineage, is
@@ -102,7 +107,17 @@ class InferenceService:
         for _ in range(_RETIRED_RETRIES):
             try:
                 return self._submit_to(
-                    model, inputs, sink, outputs, request_id, parameters, cancellation, parent, lineage, frontend
+                    model,
+                    inputs,
+                    sink,
+                    outputs,
+                    request_id,
+                    parameters,
+                    scheduling,
+                    cancellation,
+                    parent,
+                    lineage,
+                    frontend,
                 )
             except NaiadError:
                 # A version unpublished (reload, unload) between the lookup and the admission refuses;
@@ -114,7 +129,7 @@ class InferenceService:
                     raise unsupported(refuse_decoupled) from None
                 model = replacement
         return self._submit_to(
-            model, inputs, sink, outputs, request_id, parameters, cancellation, parent, lineage, frontend
+            model, inputs, sink, outputs, request_id, parameters, scheduling, cancellation, parent, lineage, frontend
         )
 
     def _submit_to(
@@ -125,6 +140,7 @@ class InferenceService:
         outputs: Sequence[RequestedOutput | str],
         request_id: str,
         parameters: Mapping[str, ParameterValue] | None,
+        scheduling: Scheduling | None,
         cancellation: CancellationToken | None,
         parent: InferenceRequest | None,
         lineage: tuple[str, ...],
@@ -158,8 +174,12 @@ class InferenceService:
             batch_size=batch_size,
             lineage=lineage,
         )
-        if parameters:
-            _apply_parameters(request, parameters)
+        if scheduling is not None:
+            request.parameters = dict(parameters) if parameters else {}
+            _apply_scheduling(request, scheduling)
+        elif parameters:
+            request.parameters = _custom_parameters(parameters)
+            _apply_scheduling(request, scheduling_from_parameters(parameters))
         if self.tracer.active or (parent is not None and parent.sender.trace is not None):
             sender.trace = self.tracer.sample(request, parent, frontend)
         if parent is None:
@@ -221,24 +241,35 @@ def _requested_outputs(outputs: Sequence[RequestedOutput | str]) -> dict[str, Re
     return requested
 
 
-def _apply_parameters(request: InferenceRequest, parameters: Mapping[str, ParameterValue]) -> None:
-    """Move scheduling parameters onto the request; keep custom ones for the model."""
+def _custom_parameters(parameters: Mapping[str, ParameterValue]) -> dict[str, ParameterValue]:
+    """A frontend request's parameters less the scheduling ones the server consumes."""
+    custom = {}
     for key, value in parameters.items():
         if key.startswith("triton_"):
             raise invalid_arg(
                 "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
             )
         if key not in SCHEDULING_PARAMETERS:
-            request.parameters[key] = value
+            custom[key] = value
+    return custom
+
+
+def scheduling_from_parameters(parameters: Mapping[str, ParameterValue]) -> Scheduling:
+    """The scheduling settings a frontend request gives in its reserved parameters."""
     sequence_id = parameters.get("sequence_id", 0)
     if isinstance(sequence_id, bool) or not isinstance(sequence_id, int | str):
         raise invalid_arg("parameter 'sequence_id' must be an unsigned integer or a string")
-    request.correlation_id = sequence_id
-    request.flags = (SEQUENCE_START if parameters.get("sequence_start") is True else 0) | (
+    flags = (SEQUENCE_START if parameters.get("sequence_start") is True else 0) | (
         SEQUENCE_END if parameters.get("sequence_end") is True else 0
     )
-    request.priority = _unsigned(parameters, "priority")
-    request.timeout_us = _unsigned(parameters, "timeout")
+    return Scheduling(sequence_id, flags, _unsigned(parameters, "priority"), _unsigned(parameters, "timeout"))
+
+
+def _apply_scheduling(request: InferenceRequest, scheduling: Scheduling) -> None:
+    request.correlation_id = scheduling.correlation_id
+    request.flags = scheduling.flags
+    request.priority = scheduling.priority
+    request.timeout_us = scheduling.timeout_us
 
 
 def _unsigned(parameters: Mapping[str, ParameterValue], key: str) -> int:

@@ -121,7 +121,12 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
-            seen = json.dumps(json.loads(request.parameters()), sort_keys=True)
+            seen = json.dumps({
+                "parameters": json.loads(request.parameters()),
+                "correlation_id": request.correlation_id(),
+                "flags": request.flags(),
+                "timeout": request.timeout(),
+            })
             responses.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("Y", x),
                 pb_utils.Tensor("PARAMETERS", np.array([seen.encode()], dtype=np.object_)),

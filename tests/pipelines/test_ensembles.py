@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -155,11 +157,26 @@ def test_invalid_inputs_are_refused_before_any_step_runs(http: httpclient.Infere
         http.infer("parallel", [_http_input("WRONG", VECTOR, "FP32")])
 
 
-def test_request_parameters_reach_the_steps(http: httpclient.InferenceServerClient) -> None:
-    result = http.infer(
-        "with_parameters", [_http_input("X", VECTOR, "FP32")], parameters={"tenant": "blue"}, priority=1, timeout=10**6
-    )
-    assert result.as_numpy("PARAMETERS").tolist() == [b'{"tenant": "blue"}']
+def _seen_by_the_step(http: httpclient.InferenceServerClient, **settings: Any) -> Any:
+    result = http.infer("with_parameters", [_http_input("X", VECTOR, "FP32")], **settings)
+    return json.loads(result.as_numpy("PARAMETERS")[0])
+
+
+def test_request_parameters_and_scheduling_reach_the_steps(http: httpclient.InferenceServerClient) -> None:
+    seen = _seen_by_the_step(http, parameters={"tenant": "blue"}, priority=1, timeout=10**6)
+    assert seen == {"parameters": {"tenant": "blue"}, "correlation_id": 0, "flags": 0, "timeout": 10**6}
+    seen = _seen_by_the_step(http, sequence_id="s-1", sequence_start=True, sequence_end=True)
+    assert seen == {"parameters": {}, "correlation_id": "s-1", "flags": 3, "timeout": 0}
+
+
+def test_sequence_flags_reach_the_steps_without_a_sequence_id(server: ServerProcess) -> None:
+    # Triton's ensembles hand every step the request's flags as they are.
+    body = {"inputs": [{"name": "X", "shape": [4], "datatype": "FP32", "data": VECTOR.tolist()}]}
+    body["parameters"] = {"sequence_start": True}
+    response = httpx.post(f"http://{server.http_url}/v2/models/with_parameters/infer", json=body)
+    outputs = {output["name"]: output["data"] for output in response.json()["outputs"]}
+    seen = json.loads(outputs["PARAMETERS"][0])
+    assert seen == {"parameters": {}, "correlation_id": 0, "flags": 1, "timeout": 0}
 
 
 def test_cancelling_the_request_stops_the_steps_not_yet_started(

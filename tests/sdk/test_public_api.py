@@ -55,6 +55,7 @@ SDK = [
     "ResponseStage",
     "Scheduler",
     "SchedulerContext",
+    "Scheduling",
     "ServerHandle",
     "ServingModel",
     "SuggestingError",

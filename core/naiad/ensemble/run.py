@@ -33,6 +33,7 @@ from naiad.inference import (
     InferenceResponse,
     ParameterValue,
     ResponseEvent,
+    Scheduling,
 )
 from naiad.sinks import CallbackSink
 from naiad.tensor import Tensor
@@ -102,7 +103,7 @@ class EnsembleRun:
     _calls: set[_Call] = field(default_factory=set)
     _done: bool = False  # the final flag was sent (or is being sent)
     _started_ns: int = 0
-    _parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    _scheduling: Scheduling = field(default_factory=Scheduling)
     _absent: frozenset[str] = frozenset()  # optional ensemble inputs the request left out
     _wanted: tuple[str, ...] = ()  # the requested outputs, in the order of the answer
     _steps: frozenset[int] = frozenset()  # the steps those outputs need
@@ -112,7 +113,7 @@ class EnsembleRun:
     def start(self) -> None:
         request = self.request
         self._started_ns = time.monotonic_ns()
-        self._parameters = _step_parameters(request)
+        self._scheduling = _step_scheduling(request)
         self._absent = frozenset(name for name in self.plan.graph.inputs if name not in request.inputs)
         self._wanted = tuple(name for name in self.plan.output_order if name in request.requested_outputs)
         self._steps = self.plan.steps_for(self._wanted)
@@ -161,7 +162,8 @@ class EnsembleRun:
                 sink,
                 outputs=list(step.output_map),
                 request_id=self.request.id,
-                parameters=self._parameters,
+                parameters=self.request.parameters,
+                scheduling=self._scheduling,
                 parent=self.request,
             )
         except NaiadError as error:
@@ -282,15 +284,6 @@ def _renamed(tensor: Tensor, name: str) -> Tensor:
     return Tensor(name, tensor.datatype, tensor.data, tensor.memory, tensor.device_id)
 
 
-def _step_parameters(request: InferenceRequest) -> dict[str, ParameterValue]:
-    """What every step inherits: the custom parameters, priority, timeout and sequence settings."""
-    parameters: dict[str, ParameterValue] = dict(request.parameters)
-    if request.priority:
-        parameters["priority"] = request.priority
-    if request.timeout_us:
-        parameters["timeout"] = request.timeout_us
-    if request.correlation_id:
-        parameters["sequence_id"] = request.correlation_id
-        parameters["sequence_start"] = bool(request.flags & SEQUENCE_START)
-        parameters["sequence_end"] = bool(request.flags & SEQUENCE_END)
-    return parameters
+def _step_scheduling(request: InferenceRequest) -> Scheduling:
+    """What every step inherits besides the custom parameters: priority, timeout and sequence settings."""
+    return Scheduling(request.correlation_id, request.flags, request.priority, request.timeout_us)

@@ -9,7 +9,8 @@ back as an error response, never as an exception; a request the server refuses g
 that is not ready: ``Failed for execute the inference request. Model '<name>' is not ready.``).
 
 ``timeout`` (microseconds) reaches the callee's request, where its queue policy applies, as in
-Triton: it bounds the wait in a queue, not the call.
+Triton: it bounds the wait in a queue, not the call. The request's ``parameters`` reach the callee as
+they are, also those named like a frontend's reserved ones (``priority``, ``sequence_id``, ...).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import json
 import threading
 from collections import deque
 
-from naiad.backend import SEQUENCE_END, SEQUENCE_START, NaiadError, ParameterValue, ResponseEvent
 from naiad.backend import InferenceRequest as CoreRequest
+from naiad.backend import NaiadError, ResponseEvent, Scheduling
 from naiad_python import convert, origin
 from naiad_python.pbutils.caller import calling_unit, server_of
 from naiad_python.pbutils.errors import TritonModelException
@@ -68,7 +69,8 @@ def _start(request: InferenceRequest, decoupled: bool, api: str) -> ResponseSour
             version=version,
             outputs=request.requested_output_names(),
             request_id=request.request_id(),
-            parameters=_parameters(request),
+            parameters=json.loads(request.parameters()),
+            scheduling=_scheduling(request),
             refuse_decoupled=None if decoupled else _decoupled_refusal(model),
             parent=origin.current_parent(),
         )
@@ -80,18 +82,9 @@ def _start(request: InferenceRequest, decoupled: bool, api: str) -> ResponseSour
     return _Call(core, events)
 
 
-def _parameters(request: InferenceRequest) -> dict[str, ParameterValue]:
-    """The request's custom parameters plus what the server reads from parameters: sequence and timeout."""
-    parameters: dict[str, ParameterValue] = json.loads(request.parameters())
-    if request.correlation_id():
-        parameters["sequence_id"] = request.correlation_id()
-    if request.flags() & SEQUENCE_START:
-        parameters["sequence_start"] = True
-    if request.flags() & SEQUENCE_END:
-        parameters["sequence_end"] = True
-    if request.timeout():
-        parameters["timeout"] = request.timeout()
-    return parameters
+def _scheduling(request: InferenceRequest) -> Scheduling:
+    """The request's sequence and timeout, apart from its parameters (which reach the callee as they are)."""
+    return Scheduling(request.correlation_id(), request.flags(), 0, request.timeout())
 
 
 def _decoupled_refusal(model: str) -> str:

@@ -20,11 +20,6 @@ from naiad_python.pbutils.response import InferenceResponse, InferenceResponseSe
 from naiad_python.pbutils.tensor import Tensor
 from naiad_python.pbutils.types import BYTES
 
-# Request parameters Triton consumes itself and never shows the model.
-_RESERVED_PARAMETERS = frozenset(
-    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output"}
-)
-
 
 def input_tensor(tensor: CoreTensor) -> Tensor:
     """A core tensor (a request input, a BLS output) as a ``pb_utils.Tensor`` sharing its data.
@@ -109,15 +104,11 @@ def core_response(
 
 
 def request_parameters(parameters: Mapping[str, Any]) -> str:
-    """A request's custom parameters as the JSON string ``request.parameters()`` returns."""
+    """A request's custom parameters (the core keeps the scheduling ones apart) as the JSON string
+    ``request.parameters()`` returns."""
     if not parameters:  # most requests: no encoder run for nothing
         return "{}"
-    custom = {
-        key: value
-        for key, value in parameters.items()
-        if key not in _RESERVED_PARAMETERS and not key.startswith("triton_")
-    }
-    return json.dumps(custom)
+    return json.dumps(dict(parameters))
 
 
 def received_request(

@@ -80,6 +80,33 @@ ADDRESS = PythonModelSpec(
     ),
 )
 
+REQUEST_ECHO = PythonModelSpec(
+    model_py="""
+    import json
+
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            responses = []
+            for r in requests:
+                seen = {
+                    "correlation_id": r.correlation_id(),
+                    "flags": r.flags(),
+                    "timeout": r.timeout(),
+                    "parameters": json.loads(r.parameters()),
+                }
+                seen_tensor = pb_utils.Tensor("SEEN", np.array([json.dumps(seen)], np.object_))
+                responses.append(pb_utils.InferenceResponse([seen_tensor]))
+            return responses
+    """,
+    config=_config(
+        '{ name: "DATA" data_type: TYPE_FP32 dims: [ -1 ] }', '{ name: "SEEN" data_type: TYPE_STRING dims: [ 1 ] }'
+    ),
+)
+
 RAISES = PythonModelSpec(
     model_py="""
     class TritonPythonModel:
@@ -324,6 +351,38 @@ CALL_SLEEPER = PythonModelSpec(
     """,
     config=_config(
         '{ name: "MS" data_type: TYPE_INT32 dims: [ 1 ] }', '{ name: "SLEPT" data_type: TYPE_INT32 dims: [ 1 ] }'
+    ),
+)
+
+
+CALL_REQUEST_ECHO = PythonModelSpec(
+    model_py="""
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            responses = []
+            for request in requests:
+                bls = pb_utils.InferenceRequest(
+                    model_name="request_echo",
+                    inputs=[pb_utils.Tensor("DATA", np.ones(2, np.float32))],
+                    requested_output_names=["SEEN"],
+                    correlation_id=42,
+                    flags=pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START,
+                    timeout=123,
+                    parameters={
+                        "priority": 1, "timeout": 5, "sequence_id": 7, "sequence_end": True,
+                        "binary_data_output": True, "triton_x": 1, "k": "v",
+                    },
+                )
+                response = bls.exec()
+                responses.append(pb_utils.InferenceResponse(response.output_tensors(), error=response.error()))
+            return responses
+    """,
+    config=_config(
+        '{ name: "DATA" data_type: TYPE_FP32 dims: [ -1 ] }', '{ name: "SEEN" data_type: TYPE_STRING dims: [ 1 ] }'
     ),
 )
 

@@ -8,6 +8,7 @@ server process and in worker processes.
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,10 +33,12 @@ from .bls_models import (
     CALL_ADD_SUB,
     CALL_REPEAT,
     CALL_REPEAT_ASYNC,
+    CALL_REQUEST_ECHO,
     CALL_SLEEPER,
     GATHER_SLEEPS,
     LATE_CALLER,
     RAISES,
+    REQUEST_ECHO,
     SLEEPER,
     ZERO_COPY,
     relay,
@@ -73,6 +76,8 @@ def server(isolation: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "pong": relay("ping"),
         "self_caller": relay("self_caller"),
         "zero_copy": ZERO_COPY,
+        "request_echo": REQUEST_ECHO,
+        "call_request_echo": CALL_REQUEST_ECHO,
     }.items():
         write_model(repo, name, isolated(spec, isolation))
     with serve_in_thread([repo]) as running:
@@ -147,6 +152,35 @@ def test_exec_runs_another_model_and_counts_in_its_statistics(client: Client) ->
         np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), RANGE - 1)
     assert _eventually(lambda: client.successes("add_sub") == callee_before + 3)
     assert _eventually(lambda: client.successes("call_add_sub") == caller_before + 3)
+
+
+def test_the_callee_sees_the_bls_parameters_as_given_and_the_sequence_and_timeout_apart(client: Client) -> None:
+    # As in Triton, a BLS request's parameters are all the callee's, also those named like the
+    # reserved ones a frontend request's parameters take (sequence_id, priority, timeout, ...).
+    result = client.infer("call_request_echo", DATA=ONES)
+    assert json.loads(result.as_numpy("SEEN")[0]) == {
+        "correlation_id": 42,
+        "flags": 1,
+        "timeout": 123,
+        "parameters": {
+            "priority": 1,
+            "timeout": 5,
+            "sequence_id": 7,
+            "sequence_end": True,
+            "binary_data_output": True,
+            "triton_x": 1,
+            "k": "v",
+        },
+    }
+
+
+def test_a_client_requests_reserved_parameters_set_its_scheduling_and_never_reach_the_model(client: Client) -> None:
+    inputs = client.inputs(DATA=ONES)
+    result = client.client.infer(
+        "request_echo", inputs, sequence_id=9, sequence_start=True, priority=1, timeout=10**7, parameters={"k": "v"}
+    )
+    seen = json.loads(result.as_numpy("SEEN")[0])
+    assert seen == {"correlation_id": 9, "flags": 1, "timeout": 10**7, "parameters": {"k": "v"}}
 
 
 def test_async_exec_calls_awaited_together_run_concurrently(client: Client) -> None:

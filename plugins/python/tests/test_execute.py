@@ -87,7 +87,7 @@ def test_request_metadata(load_model: LoadModel) -> None:
         correlation_id=42,
         flags=1,
         timeout_us=5000,
-        parameters={"k": "v", "n": 3, "sequence_id": 42, "priority": 1, "triton_enable_x": True},
+        parameters={"k": "v", "n": 3},
     )
     response = collected.only()
     assert [tensor.name for tensor in response.outputs] == ["INFO"]

@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import astuple
 from typing import Any
 
 from naiad.backend import (
@@ -26,6 +27,7 @@ from naiad.backend import (
     RequestedOutput,
     ResponseEvent,
     ResponseSink,
+    Scheduling,
     Tensor,
 )
 from naiad_python import origin
@@ -74,6 +76,7 @@ class BlsClient:
         outputs: Sequence[RequestedOutput | str] = (),
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
+        scheduling: Scheduling | None = None,
         parent: InferenceRequest | None = None,
         refuse_decoupled: str | None = None,
     ) -> RemoteRequest:
@@ -92,6 +95,7 @@ class BlsClient:
             "outputs": [output if isinstance(output, str) else output.name for output in outputs],
             "request_id": request_id,
             "parameters": dict(parameters or {}),
+            "scheduling": None if scheduling is None else astuple(scheduling),
             "parent": [self._key_of(served) for served in origin.current_batch()],
             "refuse_decoupled": refuse_decoupled,
         }

@@ -11,7 +11,7 @@ import os
 import threading
 from collections.abc import Sequence
 
-from naiad.backend import InferenceRequest, ResponseEvent, ServerHandle, Tensor
+from naiad.backend import InferenceRequest, ResponseEvent, Scheduling, ServerHandle, Tensor
 from naiad_python.isolation.arena import WriteArena
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
 
@@ -39,6 +39,7 @@ class BlsRequests:
             outputs=request["outputs"],
             request_id=request["request_id"],
             parameters=request["parameters"],
+            scheduling=None if request["scheduling"] is None else Scheduling(*request["scheduling"]),
             parent=parent,
             refuse_decoupled=request["refuse_decoupled"],
         )
