@@ -86,6 +86,17 @@ def test_registration_errors_match_triton(client: grpcclient.InferenceServerClie
     client.unregister_system_shared_memory("nope")
 
 
+def test_an_empty_region_name_is_refused_as_over_http(client: grpcclient.InferenceServerClient, region: Region) -> None:
+    # Triton's gRPC endpoint registers it under "", a name status and unregister take for every region.
+    _, key, _ = region(8)
+    empty = _error(lambda: client.register_system_shared_memory("", key, 8))
+    assert (empty.status(), empty.message()) == (
+        "StatusCode.INVALID_ARGUMENT",
+        "'region name' is necessary to register system shared memory region",
+    )
+    assert client.get_system_shared_memory_status(as_json=True) == {}
+
+
 def test_infer_through_shared_memory(client: grpcclient.InferenceServerClient, region: Region) -> None:
     inputs, in_handle = _registered(client, region)
     outputs, out_handle = _registered(client, region)
