@@ -179,7 +179,7 @@ class InferenceService:
             _apply_scheduling(request, scheduling)
         elif parameters:
             request.parameters = _custom_parameters(parameters)
-            _apply_scheduling(request, scheduling_from_parameters(parameters))
+            _apply_scheduling(request, _scheduling_from_parameters(parameters))
         if self.tracer.active or (parent is not None and parent.sender.trace is not None):
             sender.trace = self.tracer.sample(request, parent, frontend)
         if parent is None:
@@ -254,7 +254,7 @@ def _custom_parameters(parameters: Mapping[str, ParameterValue]) -> dict[str, Pa
     return custom
 
 
-def scheduling_from_parameters(parameters: Mapping[str, ParameterValue]) -> Scheduling:
+def _scheduling_from_parameters(parameters: Mapping[str, ParameterValue]) -> Scheduling:
     """The scheduling settings a frontend request gives in its reserved parameters."""
     sequence_id = parameters.get("sequence_id", 0)
     if isinstance(sequence_id, bool) or not isinstance(sequence_id, int | str):
