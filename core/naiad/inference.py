@@ -70,23 +70,14 @@ class Scheduling:
 
     Frontends read these from the request's reserved parameters (``sequence_id``, ``sequence_start``,
     ``sequence_end``, ``priority``, ``timeout``); an in-process caller (BLS, an ensemble step) passes
-    them apart, so that every one of its parameters reaches the model as it is.
+    them apart, so that every one of its parameters reaches the model as it is (the service checks
+    what such a caller passes).
     """
 
     correlation_id: int | str = 0
     flags: int = 0
     priority: int = 0
     timeout_us: int = 0
-
-    def __post_init__(self) -> None:
-        if isinstance(self.correlation_id, bool) or not isinstance(self.correlation_id, int | str):
-            raise NaiadError(
-                f"request correlation id must be an unsigned integer or a string, got {self.correlation_id!r}",
-                ErrorCode.INVALID_ARG,
-            )
-        for name, value in (("flags", self.flags), ("priority", self.priority), ("timeout", self.timeout_us)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise NaiadError(f"request {name} must be an unsigned integer, got {value!r}", ErrorCode.INVALID_ARG)
 
 
 @dataclass(slots=True)

@@ -176,7 +176,7 @@ class InferenceService:
         )
         if scheduling is not None:
             request.parameters = dict(parameters) if parameters else {}
-            _apply_scheduling(request, scheduling)
+            _apply_scheduling(request, _checked(scheduling))
         elif parameters:
             request.parameters = _custom_parameters(parameters)
             _apply_scheduling(request, _scheduling_from_parameters(parameters))
@@ -263,6 +263,22 @@ def _scheduling_from_parameters(parameters: Mapping[str, ParameterValue]) -> Sch
         SEQUENCE_END if parameters.get("sequence_end") is True else 0
     )
     return Scheduling(sequence_id, flags, _unsigned(parameters, "priority"), _unsigned(parameters, "timeout"))
+
+
+def _checked(scheduling: Scheduling) -> Scheduling:
+    """An in-process caller's scheduling, refused (INVALID_ARG) unless every field has its type."""
+    if isinstance(scheduling.correlation_id, bool) or not isinstance(scheduling.correlation_id, int | str):
+        raise invalid_arg(
+            f"request correlation id must be an unsigned integer or a string, got {scheduling.correlation_id!r}"
+        )
+    for name, value in (
+        ("flags", scheduling.flags),
+        ("priority", scheduling.priority),
+        ("timeout", scheduling.timeout_us),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise invalid_arg(f"request {name} must be an unsigned integer, got {value!r}")
+    return scheduling
 
 
 def _apply_scheduling(request: InferenceRequest, scheduling: Scheduling) -> None:

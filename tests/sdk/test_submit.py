@@ -27,6 +27,7 @@ from naiad.backend import (
     ParameterValue,
     RequestedOutput,
     ResponseEvent,
+    Scheduling,
     Tensor,
 )
 from naiad.testing import ModelRepositoryBuilder, ThreadedServer, serve_in_thread
@@ -116,6 +117,24 @@ def test_refusals_raise_before_anything_is_queued(served: ThreadedServer) -> Non
         served.handle.submit("first", [Tensor("INPUT0", "INT32", np.ones((1, 1), dtype=np.int32))], BlockingSink())
     assert invalid.value.code is ErrorCode.INVALID_ARG
     assert "data-type is 'INT32'" in invalid.value.message
+
+
+def test_scheduling_travels_apart_from_parameters_and_wrong_types_are_refused(served: ThreadedServer) -> None:
+    parameters = {"priority": 3, "sequence_id": 7, "k": "v"}
+    request = served.handle.submit(
+        "first", _row(1.0), BlockingSink(), parameters=parameters, scheduling=Scheduling("s-1", 1, 0, 5000)
+    )
+    assert (request.correlation_id, request.flags, request.priority, request.timeout_us) == ("s-1", 1, 0, 5000)
+    assert request.parameters == parameters
+    frontend_like = served.handle.submit("first", _row(1.0), BlockingSink(), parameters=parameters)
+    assert (frontend_like.correlation_id, frontend_like.priority, frontend_like.parameters) == (7, 3, {"k": "v"})
+    for wrong, message in (
+        (Scheduling(timeout_us=-1), "request timeout must be an unsigned integer, got -1"),
+        (Scheduling(correlation_id=1.5), "request correlation id must be an unsigned integer or a string, got 1.5"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(NaiadError) as refused:
+            served.handle.submit("first", _row(1.0), BlockingSink(), scheduling=wrong)
+        assert (refused.value.code, refused.value.message) == (ErrorCode.INVALID_ARG, message)
 
 
 def test_a_shared_token_cancels_a_queued_child_request(served: ThreadedServer) -> None:

@@ -113,7 +113,8 @@ class EnsembleRun:
     def start(self) -> None:
         request = self.request
         self._started_ns = time.monotonic_ns()
-        self._scheduling = _step_scheduling(request)
+        # what every step inherits besides the custom parameters
+        self._scheduling = Scheduling(request.correlation_id, request.flags, request.priority, request.timeout_us)
         self._absent = frozenset(name for name in self.plan.graph.inputs if name not in request.inputs)
         self._wanted = tuple(name for name in self.plan.output_order if name in request.requested_outputs)
         self._steps = self.plan.steps_for(self._wanted)
@@ -282,8 +283,3 @@ class EnsembleRun:
 def _renamed(tensor: Tensor, name: str) -> Tensor:
     """The same data under another name (no copy)."""
     return Tensor(name, tensor.datatype, tensor.data, tensor.memory, tensor.device_id)
-
-
-def _step_scheduling(request: InferenceRequest) -> Scheduling:
-    """What every step inherits besides the custom parameters: priority, timeout and sequence settings."""
-    return Scheduling(request.correlation_id, request.flags, request.priority, request.timeout_us)
