@@ -24,6 +24,7 @@ from naiad.logs import LOG_FORMATS, canonical_format, configure_logging
 from naiad.memory import return_large_blocks_to_os
 from naiad.metrics.config import MetricsOptions, apply_metrics_config
 from naiad.plugins import DEFAULT_MAX_BATCH_SIZE_KEY
+from naiad.response_cache import parse_cache_config
 from naiad.restrictions import GRPC_KEY_PREFIX, parse_restrictions
 from naiad.scheduling.rate_limiter import parse_resource
 from naiad.server import Server, ServerOptions, StartupError
@@ -208,6 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help="with --model-control-mode=explicit, a model to load at startup (repeatable; * = all)",
+    )
+    serve.add_argument(
+        "--cache-config",
+        action="append",
+        default=[],
+        metavar="local,size=BYTES",
+        help="keep a response cache of this many bytes for the models whose config enables response_cache",
+    )
+    serve.add_argument(
+        "--response-cache-byte-size",
+        type=_non_negative,
+        default=None,
+        metavar="BYTES",
+        help="deprecated in Triton: --cache-config local,size=BYTES",
     )
     serve.add_argument(
         "--backend-config",
@@ -626,6 +641,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         grpc_restrictions=parse_restrictions(args.grpc_restricted_protocol, "protocol", GRPC_KEY_PREFIX),
         max_instances_per_model=args.max_instances_per_model,
         trace=_trace_settings(args.trace_config),
+        cache=parse_cache_config(args.cache_config, args.response_cache_byte_size),
     )
 
 
@@ -649,6 +665,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = options_from_args(args)
     except ValueError as error:
         parser.error(str(error))
+    if args.response_cache_byte_size is not None:
+        logger.warning(
+            "--response-cache-byte-size is deprecated; use --cache-config local,size=%d instead",
+            args.response_cache_byte_size,
+        )
     for repository in options.model_repositories:
         if not repository.is_dir():
             logger.error(

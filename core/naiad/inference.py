@@ -130,6 +130,7 @@ class ResponseSender:
         "_closed",
         "_lock",
         "_pipeline",
+        "cache_key",
         "cancellation",
         "client_outputs",
         "output_options",
@@ -158,6 +159,8 @@ class ResponseSender:
         self.client_outputs: frozenset[str] = frozenset()  # implicit state: what the client asked for
         # outputs asked for as classes or into a destination (None: all as produced)
         self.output_options: Mapping[str, RequestedOutput] | None = None
+        # response cache: (key, lookup ns) of a request the cache did not hold, until its response is stored
+        self.cache_key: tuple[bytes, int] | None = None
 
     @property
     def closed(self) -> bool:

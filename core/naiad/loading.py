@@ -39,6 +39,7 @@ from naiad.models import ModelSignature, ModelState, ServingModel, VersionStatus
 from naiad.pipeline import ResponseStage, build_pipeline
 from naiad.plugins import Backend, BackendRegistry
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup, ModelRateLimiter
+from naiad.response_cache import ModelCache, ResponseCache
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import InstanceRunner, RateLimit
 from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimiter, ResourceNeeds
@@ -65,6 +66,7 @@ class LoadOptions:
     rate_limiter: RateLimiter | None = None
     statistics: StatisticsOptions | None = field(default_factory=StatisticsOptions)  # None: collect none
     max_instances_per_model: int = DEFAULT_MAX_INSTANCES_PER_MODEL
+    response_cache: ResponseCache | None = None  # --cache-config: the cache of models that enable it
 
 
 def load_version(
@@ -153,6 +155,9 @@ class VersionLoader:
         stages: list[ResponseStage] = list(scheduler.stages())
         if statistics is not None:
             stages.append(statistics.stage())
+        cache = self._model_cache(config, statistics)
+        if cache is not None:
+            stages.append(cache)
         labels = read_labels(config, context.path)
         pipeline = build_pipeline(stages, batching=config.max_batch_size > 0, labels=labels)
         self._start(scheduler, config)
@@ -169,6 +174,7 @@ class VersionLoader:
             statistics=statistics,
             pipeline=pipeline,
             default_outputs={name: RequestedOutput(name) for name in signature.outputs},
+            cache=cache,
         )
 
     def configure(self, base_config: ModelConfig) -> tuple[Backend, ModelConfig, ModelLoadContext]:
@@ -199,6 +205,20 @@ class VersionLoader:
         model_config.validate_config(config, gpu_count=options.gpu_count, backends=table)
         _check_instance_count(config, options.max_instances_per_model)
         return backend, config, context
+
+    def _model_cache(self, config: ModelConfig, statistics: ModelStatistics | None) -> ModelCache | None:
+        """The version's use of the server's response cache, if its config enables it and there is one."""
+        cache = self._options.response_cache
+        if not config.response_cache.enable:
+            return None
+        if cache is None:
+            logger.warning(
+                "model '%s' enables response_cache, but the server keeps no cache; its responses are not cached. "
+                "Start naiad with --cache-config local,size=BYTES to cache them",
+                config.name,
+            )
+            return None
+        return ModelCache(cache, statistics)
 
     def _statistics(self, config: ModelConfig, signature: ModelSignature) -> ModelStatistics | None:
         if self._options.statistics is None:

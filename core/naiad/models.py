@@ -12,6 +12,7 @@ from naiad.backend_model import BackendModel
 from naiad.errors import NaiadError
 from naiad.inference import Deliver, InferenceRequest, RequestedOutput
 from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.response_cache import ModelCache
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import InstanceRunner
 from naiad.statistics import ModelStatistics
@@ -86,7 +87,8 @@ class ServingModel:
     """One READY model version: everything the request path needs, fixed for the version's lifetime.
 
     ``pipeline`` is the version's response pipeline (:mod:`naiad.pipeline`); ``default_outputs``
-    what a request that names no outputs asks for (every output of the config).
+    what a request that names no outputs asks for (every output of the config); ``cache`` its use of
+    the server's response cache (None: its responses are not cached).
     """
 
     name: str
@@ -101,6 +103,7 @@ class ServingModel:
     statistics: ModelStatistics | None
     pipeline: Deliver
     default_outputs: Mapping[str, RequestedOutput]
+    cache: ModelCache | None = None
 
     @property
     def decoupled(self) -> bool:

@@ -25,6 +25,7 @@ from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT, ModelL
 from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, GrpcLimits, HttpLimits
 from naiad.loading import LoadOptions
 from naiad.logs import LogControl, Trusted
+from naiad.metrics.cache import CacheCollector
 from naiad.metrics.config import MetricsOptions
 from naiad.metrics.custom import CustomMetrics
 from naiad.metrics.models import ModelCollector
@@ -32,6 +33,7 @@ from naiad.metrics.serving import MetricsFrontend
 from naiad.metrics.system import SystemMetrics
 from naiad.plugins import BackendRegistry, BackendSettings
 from naiad.polling import RepositoryPoller
+from naiad.response_cache import CacheSettings, ResponseCache
 from naiad.restrictions import ApiGroup, Restrictions
 from naiad.scheduling.rate_limiter import RateLimiter
 from naiad.server_handle import ServerHandle
@@ -88,6 +90,7 @@ class ServerOptions:
     grpc_restrictions: Restrictions = field(default_factory=Restrictions)
     max_instances_per_model: int = DEFAULT_MAX_INSTANCES_PER_MODEL
     trace: TraceSettings = field(default_factory=TraceSettings)  # --trace-config (naiad.tracing)
+    cache: CacheSettings | None = None  # --cache-config (naiad.response_cache); None: no response cache
 
 
 class Server:
@@ -99,6 +102,7 @@ class Server:
         self.options = options
         self.registry = registry or BackendRegistry(settings=BackendSettings(options.backend_config))
         explicit = options.model_control_mode == "explicit"
+        self.response_cache = None if options.cache is None else ResponseCache(options.cache.size)
         self.lifecycle = ModelLifecycle(
             self.registry,
             options.model_repositories,
@@ -110,6 +114,7 @@ class Server:
                 ),
                 statistics=options.metrics.statistics if options.collect_statistics else None,
                 max_instances_per_model=options.max_instances_per_model,
+                response_cache=self.response_cache,
             ),
             load_threads=options.model_load_thread_count,
             unload_timeout=options.model_unload_timeout_secs,
@@ -139,6 +144,8 @@ class Server:
         )
         self.metrics_registry.register(ModelCollector(self.lifecycle, metrics, self.system_metrics.gpu_uuid))
         self.metrics_registry.register(self.system_metrics)
+        if self.response_cache is not None:
+            self.metrics_registry.register(CacheCollector(self.response_cache))
         self.metrics_registry.register(self.custom_metrics)
         self._stop = asyncio.Event()
         self._frontends: list[HttpFrontend | GrpcFrontend | MetricsFrontend] = []  # the started ones

@@ -180,6 +180,9 @@ class InferenceService:
         elif parameters:
             request.parameters = _custom_parameters(parameters)
             _apply_scheduling(request, _scheduling_from_parameters(parameters))
+        cache = model.cache
+        if cache is not None and cache.answer(request):
+            return request  # answered from the response cache; the model never sees it
         if self.tracer.active or (parent is not None and parent.sender.trace is not None):
             sender.trace = self.tracer.sample(request, parent, frontend)
         if parent is None:

@@ -263,7 +263,7 @@ def quantile_values(values: list[float], quantiles: Sequence[tuple[float, float]
     return tuple((q, values[min(n - 1, max(0, math.ceil(q * n) - 1))]) for q, _ in quantiles)
 
 
-_SUMMARY_NAMES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+_SUMMARY_NAMES = ("request", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
 
 _now = time.monotonic_ns  # one global lookup on the request path
 _MISSING = object()
@@ -369,6 +369,13 @@ class ModelStatistics:
         # (arrival, started, end, input ns, output ns, batch size, failure reason or None)
         self._finished: deque[tuple[int, int, int, int, int, int, str | None]] = deque()
         self._executions: deque[tuple[int, int, int, int]] = deque()  # (size, input, infer, output ns)
+        # response cache: (arrival, lookup start, end) of each hit; ns of each miss's lookup and insert
+        self._cache_hits: deque[tuple[int, int, int]] = deque()
+        self._cache_misses: deque[tuple[int, int]] = deque()  # (when, ns)
+        self.cache_hit_count = 0
+        self.cache_hit_ns = 0
+        self.cache_miss_count = 0
+        self.cache_miss_ns = 0
         self.inference_count = 0
         self.execution_count = 0
         self.success_count = 0
@@ -442,6 +449,22 @@ class ModelStatistics:
                 row[slot] += 1
                 row[slot + 1] += max(since, 0)
             tracker.last_ns = now
+
+    def cache_hit(self, request: InferenceRequest, lookup_ns: int, end_ns: int) -> None:
+        """The response cache answered ``request``: its lookup started at ``lookup_ns`` and the
+        response was ready at ``end_ns``. A success with its queue time, without compute, inference
+        or a new ``last_inference`` (as Triton counts a hit)."""
+        hits = self._cache_hits
+        hits.append((request.arrival_ns, lookup_ns, end_ns))
+        if len(hits) > _FOLD_AT and self.lock.acquire(blocking=False):
+            try:
+                self._fold()
+            finally:
+                self.lock.release()
+
+    def cache_missed(self, duration_ns: int) -> None:
+        """The response cache did not hold a request's response; looking and storing took ``duration_ns``."""
+        self._cache_misses.append((time.monotonic_ns(), duration_ns))
 
     def started(self, requests: Sequence[InferenceRequest], now: int) -> None:
         """An execution of ``requests`` starts (each store is atomic; no lock)."""
@@ -531,8 +554,26 @@ class ModelStatistics:
             batch[1] += input_ns
             batch[2] += infer_ns
             batch[3] += output_ns
-        finished = self._finished
         summaries = self._summaries
+        hits = self._cache_hits
+        while hits:
+            arrival, lookup, end = hits.popleft()
+            self.cache_hit_count += 1
+            self.cache_hit_ns += end - lookup
+            self.success_count += 1
+            self.success_ns += end - arrival
+            self.queue_ns += lookup - arrival
+            if summaries is not None:
+                summaries["queue"].observe((lookup - arrival) / 1e3, end)
+                summaries["cache_hit"].observe((end - lookup) / 1e3, end)
+        misses = self._cache_misses
+        while misses:
+            end, duration = misses.popleft()
+            self.cache_miss_count += 1
+            self.cache_miss_ns += duration
+            if summaries is not None:
+                summaries["cache_miss"].observe(duration / 1e3, end)
+        finished = self._finished
         while finished:
             arrival, started, end, input_ns, output_ns, batch_size, reason = finished.popleft()
             duration = end - arrival
@@ -574,7 +615,7 @@ class ModelStatistics:
         pending = sum(1 for tracker in open_trackers if not tracker.started_ns)
         with self.lock:
             self._fold()
-            compute_count = self.success_count
+            compute_count = self.success_count - self.cache_hit_count
             batches = tuple(
                 BatchStatistics(
                     size,
@@ -611,8 +652,8 @@ class ModelStatistics:
                 compute_input=Duration(compute_count, self.compute_input_ns),
                 compute_infer=Duration(compute_count, self.compute_infer_ns),
                 compute_output=Duration(compute_count, self.compute_output_ns),
-                cache_hit=Duration(),
-                cache_miss=Duration(),
+                cache_hit=Duration(self.cache_hit_count, self.cache_hit_ns),
+                cache_miss=Duration(self.cache_miss_count, self.cache_miss_ns),
                 failures=dict(self.failures),
                 batches=batches,
                 responses=responses,

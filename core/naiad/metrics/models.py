@@ -16,7 +16,7 @@ from prometheus_client.metrics_core import Metric
 from naiad.lifecycle import ModelLifecycle
 from naiad.metrics.config import MetricsOptions
 from naiad.models import ServingModel
-from naiad.statistics import FAILURE_REASONS, HistogramSnapshot, StatisticsSnapshot
+from naiad.statistics import FAILURE_REASONS, Duration, HistogramSnapshot, StatisticsSnapshot
 
 _TAG_INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -75,6 +75,30 @@ _SUMMARIES = (
         "Summary of inference compute output duration in microseconds (does not include cached requests)",
         "compute_output",
     ),
+    (
+        "nv_cache_hit_summary_per_model",
+        "Summary of cache hit counts/durations per model, in microseconds.",
+        "cache_hit",
+    ),
+    (
+        "nv_cache_miss_summary_per_model",
+        "Summary of cache miss counts/durations per model, in microseconds.",
+        "cache_miss",
+    ),
+)
+
+
+# (family, help, snapshot attribute, count or µs) of the response cache's per-model counters.
+_CACHE_COUNTERS = (
+    ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hit", "count"),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit", "us"),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_miss", "count"),
+    (
+        "nv_cache_miss_duration_per_model",
+        "Total cache miss (insert+lookup) duration per model, in microseconds",
+        "cache_miss",
+        "us",
+    ),
 )
 
 
@@ -84,6 +108,7 @@ class _Version:
     stats: StatisticsSnapshot
     max_batch_size: int
     decoupled: bool
+    cache_enabled: bool  # its config enables response_cache
 
 
 class ModelCollector:
@@ -109,7 +134,11 @@ class ModelCollector:
                     continue
                 versions.append(
                     _Version(
-                        self._labels(model), statistics.snapshot(), model.config.max_batch_size, statistics.decoupled
+                        self._labels(model),
+                        statistics.snapshot(),
+                        model.config.max_batch_size,
+                        statistics.decoupled,
+                        model.config.response_cache.enable,
                     )
                 )
         return versions
@@ -161,6 +190,12 @@ class ModelCollector:
                     "counter",
                     ((v.labels, getattr(v.stats, attribute).ns // 1000) for v in versions),
                 )
+        cached = [v for v in versions if v.cache_enabled]
+        if cached and options.counter_latencies:
+            for name, documentation, attribute, unit in _CACHE_COUNTERS:
+                yield _family(
+                    name, documentation, "counter", ((v.labels, _cache_value(v, attribute, unit)) for v in cached)
+                )
         yield _family(
             "nv_inference_pending_request_count",
             "Instantaneous number of pending requests awaiting execution per-model.",
@@ -208,6 +243,11 @@ class ModelCollector:
         )
 
 
+def _cache_value(version: _Version, attribute: str, unit: str) -> int:
+    duration: Duration = getattr(version.stats, attribute)
+    return duration.count if unit == "count" else duration.ns // 1000
+
+
 def _family(name: str, documentation: str, kind: str, samples: Iterable[tuple[dict[str, str], float]]) -> Metric:
     family = Metric(name, documentation, kind)
     for labels, value in samples:
@@ -236,17 +276,28 @@ def _bound(bound: float) -> str:
 
 
 def _summaries(versions: list[_Version]) -> Iterator[Metric]:
+    """The latency summaries; a version whose config enables the response cache has the cache's two
+    instead of the request duration's, as in Triton."""
     for name, documentation, key in _SUMMARIES:
         family = Metric(name, documentation, "summary")
         for version in versions:
             summary = version.stats.summaries_us.get(key)
-            if summary is None:
+            if summary is None or not _summarized(version, key):
                 continue
             family.add_sample(name + "_count", version.labels, summary.count)
             family.add_sample(name + "_sum", version.labels, summary.sum)
             for quantile, value in summary.quantiles:
                 family.add_sample(name, {**version.labels, "quantile": repr(quantile)}, value)
-        yield family
+        if family.samples or not key.startswith("cache_"):  # the cache's only where a model enables it
+            yield family
+
+
+def _summarized(version: _Version, key: str) -> bool:
+    if key == "request":
+        return not version.cache_enabled
+    if key.startswith("cache_"):
+        return version.cache_enabled
+    return True
 
 
 def _batch_histogram(version: _Version) -> HistogramSnapshot:
