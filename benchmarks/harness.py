@@ -118,7 +118,7 @@ def _wait_ready(http_port: int, process: subprocess.Popen[bytes], timeout: float
 
 
 @contextmanager
-def reference_triton(repository: Path, ports: tuple[int, int, int]) -> Iterator[int]:
+def reference_triton(repository: Path, ports: tuple[int, int, int], *extra_flags: str) -> Iterator[int]:
     """A real Triton 2.51 serving ``repository`` on 127.0.0.1 for the duration of the block; its pid."""
     binary, env, flags = triton_server()
     http, grpc, metrics = ports
@@ -132,6 +132,7 @@ def reference_triton(repository: Path, ports: tuple[int, int, int]) -> Iterator[
         "--metrics-address=127.0.0.1",
         f"--metrics-port={metrics}",
         *flags,
+        *extra_flags,
     ]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

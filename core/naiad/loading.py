@@ -8,7 +8,7 @@ The steps, each a seam a backend can take part in::
     BackendModel.configured   (the config is final)
     naiad_create_instance     -> ModelInstance, once per instance
     naiad_create_scheduler    -> Scheduler (naiad's own unless the backend brings one)
-    response pipeline         (the scheduler's stages, statistics, destinations, sink)
+    response pipeline         (the scheduler's stages, statistics, response cache, destinations, sink)
 
 The result is an immutable :class:`~naiad.models.ServingModel`; on any failure everything made so
 far is released and the version is UNAVAILABLE with the reason.

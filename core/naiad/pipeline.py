@@ -3,7 +3,7 @@
 Built once when a version loads, from the stages its scheduler and the server contribute, in this
 order::
 
-    backend -> implicit state -> ordering -> statistics -> output options -> sink
+    backend -> implicit state -> ordering -> statistics -> response cache -> output options -> sink
 
 Each stage is an object whose :meth:`ResponseStage.bind` wraps the rest of the pipeline once; a
 response then costs one call per stage and no allocation. Per-request state lives in the

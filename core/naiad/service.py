@@ -3,8 +3,8 @@
 :meth:`InferenceService.submit` is the one entry point. It takes the model (a name, or a model the
 caller already resolved), the inputs and a response sink, and does everything between a decoded
 request and the model's scheduler, once: the server-state check, the lookup, the decoupled check,
-validation, request parameters and admission. It never blocks and needs no event loop, so it
-serves the event loop, worker threads and callbacks alike.
+validation, request parameters, the response cache and admission. It never blocks and needs no
+event loop, so it serves the event loop, worker threads and callbacks alike.
 """
 
 from __future__ import annotations
