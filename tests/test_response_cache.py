@@ -357,6 +357,10 @@ def test_an_ensemble_and_its_steps_are_cached_each(
     settled(server, "step", step_before, hit=1, miss=1, executions=1)
 
 
+def test_the_startup_log_names_the_cached_models(server: ServerProcess) -> None:
+    assert "response cache: 1048576 bytes, for 'counter', 'ensemble', 'step'" in server.logs()
+
+
 def test_the_config_shows_the_cache(server: ServerProcess, http: httpclient.InferenceServerClient) -> None:
     assert http.get_model_config("counter")["response_cache"] == {"enable": True}
     assert "response_cache" not in http.get_model_config("uncached")

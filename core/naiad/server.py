@@ -151,6 +151,23 @@ class Server:
         self._frontends: list[HttpFrontend | GrpcFrontend | MetricsFrontend] = []  # the started ones
         self._poller: asyncio.Task[None] | None = None
 
+    def _log_response_cache(self) -> None:
+        """Which models the response cache serves, so that a config that forgot to enable it shows."""
+        cache = self.response_cache
+        if cache is None:
+            return
+        cached = sorted(
+            name
+            for name, versions in self.lifecycle.serving().items()
+            if any(model.cache is not None for model in versions.by_version.values())
+        )
+        logger.info(
+            "response cache: %d bytes, for %s",
+            cache.capacity,
+            ", ".join(f"'{name}'" for name in cached)
+            or "no model yet (a model uses it once its config says response_cache { enable: true })",
+        )
+
     def request_stop(self) -> None:
         """Begin a graceful shutdown (what SIGTERM and SIGINT do)."""
         self._stop.set()
@@ -200,6 +217,7 @@ class Server:
             only = set(self.options.load_models) if self.options.model_control_mode == "explicit" else None
             await asyncio.to_thread(self.lifecycle.load_all, only)
         logger.info("models:\n%s", Trusted(model_table(self.lifecycle)))
+        self._log_response_cache()
         if self.options.exit_on_error and not self.lifecycle.all_ready():
             raise StartupError("some models failed to load and --exit-on-error is true; see the errors above")
         if self.repository_poller is not None and self.options.repository_poll_secs > 0:
