@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import itertools
 import math
 import re
 import threading
@@ -19,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from prometheus_client.metrics_core import Metric as PrometheusFamily
 
 from naiad.errors import ErrorCode, NaiadError, invalid_arg
+from naiad.metrics.exposition import format_value
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -43,7 +45,7 @@ class Metric:
         self.labels = labels
         self._lock = threading.Lock()
         self._value = 0.0
-        self._bounds = tuple(sorted(set(buckets))) if buckets is not None else ()
+        self._bounds = tuple(buckets) if buckets is not None else ()
         self._counts = [0] * (len(self._bounds) + 1)
         self._sum = 0.0
 
@@ -90,15 +92,13 @@ class Metric:
             if self.kind is not MetricKind.HISTOGRAM:
                 return [(name, self.labels, self._value)]
             counts, total = list(self._counts), self._sum
-        rows: list[tuple[str, dict[str, str], float]] = []
+        # As prometheus-cpp writes a histogram: count, sum, then the buckets, ``le`` as short as it goes.
+        buckets: list[tuple[str, dict[str, str], float]] = []
         running = 0
         for bound, count in zip((*self._bounds, math.inf), counts, strict=True):
             running += count
-            le = "+Inf" if bound == math.inf else repr(float(bound))
-            rows.append((name + "_bucket", {**self.labels, "le": le}, running))
-        rows.append((name + "_count", self.labels, running))
-        rows.append((name + "_sum", self.labels, total))
-        return rows
+            buckets.append((name + "_bucket", {**self.labels, "le": format_value(bound)}, running))
+        return [(name + "_count", self.labels, running), (name + "_sum", self.labels, total), *buckets]
 
 
 class MetricFamily:
@@ -124,6 +124,10 @@ class MetricFamily:
         if (self.kind is MetricKind.HISTOGRAM) != (buckets is not None):
             need = "needs" if self.kind is MetricKind.HISTOGRAM else "takes no"
             raise invalid_arg(f"metric family '{self.name}' is a {self.kind.value} and {need} buckets")
+        if buckets is not None and any(low >= high for low, high in itertools.pairwise(buckets)):
+            raise invalid_arg(
+                f"metric family '{self.name}': bucket boundaries must be strictly sorted, got {list(buckets)}"
+            )
         key = tuple(sorted(labels.items()))
         with self._lock:
             metric = self._metrics.get(key)

@@ -262,10 +262,10 @@ def _histogram(
     for labels, histogram in samples:
         if histogram is None:
             continue
+        family.add_sample(name + "_count", labels, histogram.count)  # prometheus-cpp's order
+        family.add_sample(name + "_sum", labels, histogram.sum)
         for bound, count in zip((*histogram.bounds, float("inf")), histogram.cumulative, strict=True):
             family.add_sample(name + "_bucket", {**labels, "le": _bound(bound)}, count)
-        family.add_sample(name + "_count", labels, histogram.count)
-        family.add_sample(name + "_sum", labels, histogram.sum)
     return family
 
 

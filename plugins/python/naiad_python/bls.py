@@ -67,7 +67,7 @@ def _start(request: InferenceRequest, decoupled: bool, api: str) -> ResponseSour
             [convert.bls_input(tensor) for tensor in request.inputs()],
             events,
             version=version,
-            outputs=request.requested_output_names(),
+            outputs=request._requested_output_names,
             request_id=request.request_id(),
             parameters=json.loads(request.parameters()),
             scheduling=_scheduling(request),

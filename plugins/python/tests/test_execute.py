@@ -57,7 +57,7 @@ def test_no_requested_outputs_means_all_config_outputs(load_model: LoadModel) ->
     response = collected.only()
     assert [tensor.name for tensor in response.outputs] == ["INFO", "EXTRA"]  # UNDECLARED dropped
     info = json.loads(collected.outputs()["INFO"][0])
-    assert info["requested"] == ["INFO", "EXTRA"]
+    assert info["requested"] == ["EXTRA", "INFO"]  # sorted from the set the model gets
 
 
 def test_output_data_is_copied_when_sent(load_model: LoadModel) -> None:
@@ -99,7 +99,9 @@ def test_request_metadata(load_model: LoadModel) -> None:
         "flags": 1,
         "timeout": 5000,
         "parameters": {"k": "v", "n": 3},
+        "parameters_text": '{"k":"v","n":3}',  # compact JSON, as Triton's
         "requested": ["INFO"],
+        "requested_type": "set",  # as Triton's python backend gives it
         "inputs": ["INPUT0"],
         "shape": [1, 2],
         "dtype": 11,

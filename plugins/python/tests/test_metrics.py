@@ -69,13 +69,17 @@ def test_a_models_counter_gauge_and_histogram_are_exported(
     assert _series(text, "custom_") == {
         'custom_requests{model="metrics"}': 3.0,
         'custom_last{model="metrics"}': 7.0,
-        'custom_values_bucket{model="metrics",le="1.0"}': 1.0,
-        'custom_values_bucket{model="metrics",le="5.0"}': 2.0,
-        'custom_values_bucket{model="metrics",le="10.0"}': 3.0,
+        # bounds written as prometheus-cpp writes them: le="1", not le="1.0"
+        'custom_values_bucket{model="metrics",le="1"}': 1.0,
+        'custom_values_bucket{model="metrics",le="5"}': 2.0,
+        'custom_values_bucket{model="metrics",le="10"}': 3.0,
         'custom_values_bucket{model="metrics",le="+Inf"}': 3.0,
         'custom_values_count{model="metrics"}': 3.0,
         'custom_values_sum{model="metrics"}': 10.5,
     }
+    # A histogram series as prometheus-cpp writes it: count, sum, then the buckets.
+    histogram = [line.split("{")[0] for line in text.splitlines() if line.startswith("custom_values")]
+    assert histogram == ["custom_values_count", "custom_values_sum"] + ["custom_values_bucket"] * 4
 
 
 def test_unloading_removes_the_models_series_then_the_families_nobody_uses(
@@ -137,6 +141,11 @@ def test_metric_errors_raise_triton_model_exception_with_the_servers_message(
         ),
         "counter_buckets": "metric family 'errors_counter' is a counter and takes no buckets",
         "histogram_without_buckets": "metric family 'errors_histogram' is a histogram and needs buckets",
+        # Triton refuses these two as well
+        "unsorted_buckets": (
+            "metric family 'errors_histogram': bucket boundaries must be strictly sorted, got [5.0, 1.0]"
+        ),
+        "labels_not_a_dict": "Failed to create metric. Labels must be a dictionary.",
         "negative_increment": "counter 'errors_counter' cannot be incremented by a negative value (-1)",
         "set_counter": "metric 'errors_counter' is a counter; only a gauge can be set",
         "observe_counter": "metric 'errors_counter' is a counter; only a histogram observes values",

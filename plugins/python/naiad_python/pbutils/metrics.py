@@ -103,7 +103,9 @@ class MetricFamily:
         )
 
     def Metric(self, labels: Mapping[str, str] | None = None, buckets: Sequence[float] | None = None) -> Metric:
-        """The series with ``labels``; a histogram needs ``buckets`` (its upper bounds)."""
+        """The series with ``labels``; a histogram needs ``buckets`` (its upper bounds, strictly sorted)."""
+        if labels is not None and not isinstance(labels, Mapping):
+            raise TritonModelException("Failed to create metric. Labels must be a dictionary.")
         family = self._family
         return Metric(shares.metric(self._unit, self._subscribe, family, lambda: family.metric(labels, buckets)))
 

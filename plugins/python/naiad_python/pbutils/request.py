@@ -126,7 +126,7 @@ class InferenceRequest:
         self._timeout = timeout
         self._preferred_memory = preferred_memory or PreferredMemory(TRITONSERVER_MEMORY_CPU)
         self._trace = trace or InferenceTrace()
-        self._parameters = json.dumps(check_parameters(parameters))
+        self._parameters = json.dumps(check_parameters(parameters), separators=(",", ":"))
         self._sender: InferenceResponseSender | None = None
         self._cancelled: Callable[[], bool] = _never
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
@@ -193,9 +193,10 @@ class InferenceRequest:
         """The custom request parameters as a JSON string."""
         return self._parameters
 
-    def requested_output_names(self) -> list[str]:
-        """The outputs the client asked for, or every output of the config when it asked for none."""
-        return self._requested_output_names
+    def requested_output_names(self) -> set[str]:
+        """The outputs the client asked for, or every output of the config when it asked for none (a
+        set, as Triton's python backend gives it)."""
+        return set(self._requested_output_names)
 
     def trace(self) -> InferenceTrace:
         """The request's trace object."""

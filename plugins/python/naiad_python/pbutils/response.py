@@ -77,7 +77,7 @@ class InferenceResponse:
 
     def parameters(self) -> str:
         """The response parameters as a JSON string."""
-        return json.dumps(self._parameters)
+        return json.dumps(self._parameters, separators=(",", ":"))
 
     def _parameter_dict(self) -> dict[str, ParameterValue]:
         return self._parameters
