@@ -73,6 +73,11 @@ def unavailable(message: str) -> NaiadError:
     return NaiadError(message, ErrorCode.UNAVAILABLE)
 
 
+def request_prefix(request_id: str) -> str:
+    """Triton's ``[request id: ...]`` prefix of the messages that refuse a request."""
+    return f"[request id: {request_id or '<id_unknown>'}] "
+
+
 def unsupported(message: str) -> NaiadError:
     """An UNSUPPORTED error: the request asks for something this server or model does not do."""
     return NaiadError(message, ErrorCode.UNSUPPORTED)

@@ -9,7 +9,7 @@ from typing import Any
 
 from naiad import datatypes
 from naiad.backend_model import BackendModel
-from naiad.errors import NaiadError
+from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import Deliver, InferenceRequest, RequestedOutput
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.response_cache import ModelCache
@@ -119,7 +119,10 @@ class ServingModel:
         try:
             self.scheduler.submit(request)
         except Exception as error:
-            statistics.refused(tracker, error if isinstance(error, NaiadError) else NaiadError(str(error)))
+            if isinstance(error, NaiadError) and error.code is ErrorCode.INVALID_ARG:
+                statistics.forget(tracker)  # an invalid request (a sequence's checks): not counted, as in Triton
+            else:
+                statistics.refused(tracker, error if isinstance(error, NaiadError) else NaiadError(str(error)))
             raise
 
     def metadata(self) -> dict[str, Any]:

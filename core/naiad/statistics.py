@@ -416,6 +416,10 @@ class ModelStatistics:
         self.open_requests[tracker] = None  # one dict store: atomic, no lock needed
         return tracker
 
+    def forget(self, tracker: RequestTracker) -> None:
+        """The scheduler found the request invalid: it is not counted, as validation failures are not."""
+        self.open_requests.pop(tracker, None)
+
     def refused(self, tracker: RequestTracker, error: NaiadError) -> None:
         """The scheduler refused the request outright (``submit`` raised)."""
         tracker.error = error

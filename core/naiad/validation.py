@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg, request_prefix
 from naiad.hash_order import map_order
 from naiad.models import ModelSignature
 from naiad.tensor import Tensor
@@ -17,11 +17,6 @@ _BATCH_NOTE = (
     "your input dims config, try setting max_batch_size to zero. See the model configuration docs for "
     "more info on max_batch_size."
 )
-
-
-def request_prefix(request_id: str) -> str:
-    """Triton's ``[request id: ...]`` prefix of validation messages."""
-    return f"[request id: {request_id or '<id_unknown>'}] "
 
 
 _Found = TypeVar("_Found")

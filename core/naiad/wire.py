@@ -11,9 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from naiad import datatypes
-from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg, request_prefix
 from naiad.tensor import Tensor
-from naiad.validation import request_prefix, string_count_mismatch
+from naiad.validation import string_count_mismatch
 
 INT64_MAX = 2**63 - 1
 MAX_DIMS = 64

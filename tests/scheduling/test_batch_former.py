@@ -169,7 +169,10 @@ def test_full_queue_is_rejected_with_tritons_error() -> None:
     batcher.enqueue(make_request())
     with pytest.raises(NaiadError) as caught:
         batcher.enqueue(make_request())
-    assert (caught.value.code, caught.value.message) == (ErrorCode.UNAVAILABLE, "Exceeds maximum queue size")
+    assert (caught.value.code, caught.value.message) == (
+        ErrorCode.UNAVAILABLE,
+        "[request id: <id_unknown>] Exceeds maximum queue size",  # Triton's text, prefix and all
+    )
 
 
 def test_reject_timeout_removes_the_request_on_time() -> None:

@@ -212,7 +212,8 @@ def test_full_queue_is_refused_at_once(start: Callable[..., ServerProcess]) -> N
     results = _in_threads([lambda i=i: _infer(server, "small_queue", 1.0, f"r{i}") for i in range(3)], stagger=0.15)
     errors = [result for result in results if isinstance(result, InferenceServerException)]
     assert len(errors) == 1
-    assert (errors[0].status(), errors[0].message()) == ("503", "Exceeds maximum queue size")
+    refused = next(f"r{i}" for i, result in enumerate(results) if result is errors[0])
+    assert (errors[0].status(), errors[0].message()) == ("503", f"[request id: {refused}] Exceeds maximum queue size")
 
 
 @pytest.mark.parametrize(("instances", "bound"), [(2, 1.6)])

@@ -6,6 +6,7 @@ import json
 import queue
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -214,8 +215,15 @@ def test_interleaved_sequences_accumulate_separately(client: Client, repository:
         client.infer(model, 1, sequence_id=a)  # ended: a new request needs START
 
 
-def test_sequence_request_errors_match_triton(client: Client) -> None:
+def _failures(server: ServerProcess, model: str) -> int:
+    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/{model}/stats", timeout=10) as response:
+        count: int = json.loads(response.read())["model_stats"][0]["inference_stats"]["fail"]["count"]
+    return count
+
+
+def test_sequence_request_errors_match_triton(client: Client, server: ServerProcess) -> None:
     invalid = "400" if client.module is httpclient else "StatusCode.INVALID_ARGUMENT"
+    failures = _failures(server, "accumulate")
     assert client.error("accumulate") == (
         invalid,
         "inference request to model 'accumulate' must specify a non-zero or non-empty correlation ID",
@@ -230,6 +238,8 @@ def test_sequence_request_errors_match_triton(client: Client) -> None:
         invalid,
         "inference request to model 'accumulate' must specify batch-size 1 due to requirements of sequence batcher",
     )
+    # Refused as invalid before they are queued: not failures in the statistics, as in Triton.
+    assert _failures(server, "accumulate") == failures
 
 
 def test_an_idle_sequence_expires(server: ServerProcess) -> None:
@@ -244,6 +254,20 @@ def test_an_idle_sequence_expires(server: ServerProcess) -> None:
         )
     finally:
         client.close()
+
+
+def test_a_sequence_started_again_starts_over_with_tritons_warning(server: ServerProcess) -> None:
+    client = Client(server, "http")
+    try:
+        assert client.infer("accumulate", 5, sequence_id=3101, sequence_start=True) == 5
+        assert client.infer("accumulate", 7, sequence_id=3101, sequence_start=True) == 7  # no END before
+        assert client.infer("accumulate", 1, sequence_id=3101, sequence_end=True) == 8
+    finally:
+        client.close()
+    assert (
+        "sequence 3101 for model 'accumulate' has a conflict. The previous sequence did not end before this "
+        "sequence start. Previous sequence will be terminated early." in server.logs()
+    )
 
 
 def test_string_ids_with_a_string_corrid(client: Client, repository: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from naiad import datatypes
-from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg, request_prefix
 from naiad.grpc import messages
 from naiad.grpc.messages import Buffer, Encoded
 from naiad.grpc.status import cut_details
@@ -32,7 +32,6 @@ from naiad.tensor import Tensor
 from naiad.validation import (
     first_in_triton_order,
     input_already_exists,
-    request_prefix,
     validate_inputs,
     validate_outputs,
 )

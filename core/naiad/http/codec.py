@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from naiad import datatypes
-from naiad.errors import ByteSizeMismatch, ErrorCode, NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, ErrorCode, NaiadError, invalid_arg, request_prefix
 from naiad.http import nesting
 from naiad.http.json_body import dump_json
 from naiad.http.json_errors import not_json
@@ -34,7 +34,6 @@ from naiad.tensor import Tensor
 from naiad.validation import (
     first_in_triton_order,
     input_already_exists,
-    request_prefix,
     string_count_mismatch,
     validate_inputs,
     validate_outputs,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from naiad.errors import NaiadError, unavailable
+from naiad.errors import NaiadError, request_prefix, unavailable
 from naiad.inference import InferenceRequest
 
 Clock = Callable[[], int]  # monotonic nanoseconds
@@ -126,7 +126,7 @@ class BatchFormer:
         policy = self.rules.policy(level)
         index = level - 1
         if policy.max_queue_size and len(self._queues[index]) + len(self._delayed[index]) >= policy.max_queue_size:
-            raise unavailable("Exceeds maximum queue size")
+            raise unavailable(f"{request_prefix(request.id)}Exceeds maximum queue size")
         now = self._clock()
         timeout_us = policy.timeout_us(request.timeout_us)
         deadline = now + timeout_us * _NS_PER_US if timeout_us else None

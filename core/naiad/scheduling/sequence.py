@@ -20,7 +20,7 @@ import numpy as np
 
 from naiad.contexts import SchedulerContext
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import InferenceRequest, ResponseEvent, ResponseSender
+from naiad.inference import SEQUENCE_START, InferenceRequest, ResponseEvent, ResponseSender
 from naiad.pipeline import ResponseStage
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.batch_former import Batch, BatchingRules, Clock
@@ -114,6 +114,13 @@ class SequenceScheduler(Scheduler):
                 raise unloading_error(self._name)
             self._table.check(request)
             self._controls.check_id(request.correlation_id)
+            if request.flags & SEQUENCE_START and self._table.active(request.correlation_id):
+                logger.warning(
+                    "sequence %s for model '%s' has a conflict. The previous sequence did not end before this "
+                    "sequence start. Previous sequence will be terminated early.",
+                    request.correlation_id,
+                    self._name,
+                )
             placed = self._table.admit(request)
             if placed is None:
                 logger.debug("model '%s': sequence %s waits in the backlog", self._name, request.correlation_id)

@@ -87,12 +87,15 @@ class SequenceTable:
             raise invalid_arg(
                 f"inference request to model '{self.model_name}' must specify a non-zero or non-empty correlation ID"
             )
-        known = correlation_id in self.assigned or correlation_id in self._backlog_of
-        if not request.flags & SEQUENCE_START and not known:
+        if not request.flags & SEQUENCE_START and not self.active(correlation_id):
             raise invalid_arg(
                 f"inference request for sequence {correlation_id} to model '{self.model_name}' must "
                 "specify the START flag on the first request of the sequence"
             )
+
+    def active(self, correlation_id: CorrelationId) -> bool:
+        """Whether the sequence has started and not ended (in a slot or in the backlog)."""
+        return correlation_id in self.assigned or correlation_id in self._backlog_of
 
     def admit(self, request: InferenceRequest) -> tuple[SlotKey, Entry] | None:
         """Route a checked request: the slot to queue it in, or None when it joined the backlog."""
