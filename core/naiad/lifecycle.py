@@ -9,6 +9,7 @@ A reload is a swap: the fresh versions load beside the serving ones and replace 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Collection, Mapping, Sequence
@@ -289,6 +290,9 @@ class ModelLifecycle:
             }
             fresh: dict[int, VersionStatus] = {}
             if plan.config is not None:
+                if not any(status.ready for status in old.values()):  # nothing serves meanwhile: show LOADING
+                    loading = {version: VersionStatus(record.name, version) for version in plan.versions}
+                    self.store(dataclasses.replace(record, versions=loading))
                 fresh = self._load_plan(plan, [v for v in plan.versions if v not in kept])
             record.versions = {**kept, **fresh}
             failed = bool(record.error) or any(not status.ready for status in fresh.values())

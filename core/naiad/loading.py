@@ -9,6 +9,7 @@ The steps, each a seam a backend can take part in::
     naiad_create_instance     -> ModelInstance, once per instance
     naiad_create_scheduler    -> Scheduler (naiad's own unless the backend brings one)
     response pipeline         (the scheduler's stages, statistics, response cache, destinations, sink)
+    model warmup              (the config's samples, on every instance; READY only if they succeed)
 
 The result is an immutable :class:`~naiad.models.ServingModel`; on any failure everything made so
 far is released and the version is UNAVAILABLE with the reason.
@@ -44,6 +45,7 @@ from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import InstanceRunner, RateLimit
 from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimiter, ResourceNeeds
 from naiad.statistics import ModelStatistics, StatisticsOptions
+from naiad.warmup import warm_up
 
 if TYPE_CHECKING:
     from naiad.server_handle import ServerHandle
@@ -161,6 +163,7 @@ class VersionLoader:
         labels = read_labels(config, context.path)
         pipeline = build_pipeline(stages, batching=config.max_batch_size > 0, labels=labels)
         self._start(scheduler, config)
+        warm_up(config, self._model_dir, self._version, signature, self._runners, statistics)
         return ServingModel(
             name=config.name,
             version=self._version,
