@@ -361,6 +361,16 @@ def test_a_version_that_is_not_ready_is_answered_as_text(core_server: ServerProc
         "text/plain",
         b'{"error":"Model version not ready"}',
     )
+    # A version past int64: Triton's parser says so (any model).
+    connection.request("GET", "/v2/models/add_sub/versions/99999999999999999999/ready")
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (
+        400,
+        {
+            "error": "failed to get model version from specified version string '99999999999999999999' "
+            "(details: stol), version should be an integral value > 0"
+        },
+    )
     connection.close()
 
 

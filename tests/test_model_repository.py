@@ -111,6 +111,25 @@ def test_load_errors_match_triton(
     client.unload_model("nowhere")  # unloading an unknown model succeeds, as in Triton
 
 
+def test_a_failed_reload_names_only_the_version_that_failed(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    folder = model_repository.add_model("mixed", CONFIG + "version_policy: { all { } }")
+    (folder / "1").mkdir()
+    (folder / "1" / "model.py").write_text(DOUBLER)
+    (folder / "2").mkdir()
+    (folder / "2" / "model.py").write_text(BROKEN)
+    server = naiad_server(model_repository.root, args=("--model-control-mode=explicit",))
+    client = httpclient.InferenceServerClient(server.http_url)
+    for _ in range(2):  # the second time, version 1 serves on and is unloaded again from the new load
+        with pytest.raises(InferenceServerException) as caught:
+            client.load_model("mixed")
+        message = caught.value.message()
+        assert message.startswith("load failed for model 'mixed': version 2 is at UNAVAILABLE state: ")
+        assert "version 1" not in message
+    assert client.is_model_ready("mixed", "1")
+
+
 def test_load_with_a_config_override(
     repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:

@@ -374,7 +374,9 @@ class ModelLifecycle:
         record = plan.record
         if record.error:
             raise invalid_arg(f"load failed for model '{name}': {record.error}")
-        failed = [status for _, status in sorted(record.versions.items()) if not status.ready]
+        unready = [status for _, status in sorted(record.versions.items()) if not status.ready]
+        # The versions that failed, as Triton names them; not those unloaded again because another failed.
+        failed = [status for status in unready if status.failure is not None] or unready
         if failed and plan.config is not None and plan.config.platform == ENSEMBLE_PLATFORM and failed[0].failure:
             # Triton's words for an ensemble whose steps do not fit: its error alone, no version
             raise invalid_arg(f"load failed for model '{name}': {failed[0].failure.message}\n")

@@ -79,7 +79,14 @@ def build_app(
         return _EMPTY_OK if dataplane.ready() else Response(b"", status_code=400)
 
     async def model_ready(request: Request) -> Response:
-        if await dataplane.model_ready(request.path_params["model"], _version(request)):
+        version = _version(request)
+        if version.isdigit() and int(version) >= 2**63:  # as Triton: its std::stol overflows
+            message = (
+                f"failed to get model version from specified version string '{version}' (details: stol), "
+                "version should be an integral value > 0"
+            )
+            return Response(error_body(message), status_code=400, headers={"content-type": _TEXT})
+        if await dataplane.model_ready(request.path_params["model"], version):
             return _EMPTY_OK
         return Response(error_body("Model version not ready"), status_code=400, headers={"content-type": _TEXT})
 
