@@ -78,6 +78,32 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 """
 
 
+# Answers the request's parameters as text, and a half-precision copy of its input.
+PARAMETERS_AND_HALF = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            text = np.array([request.parameters().encode()], dtype=np.object_)
+            outputs = [pb_utils.Tensor("PARAMETERS", text)]
+            if data.flat[0] < 0:
+                outputs.append(pb_utils.Tensor("HALF", data.astype(np.float16)))
+            responses.append(pb_utils.InferenceResponse(outputs))
+        return responses
+"""
+
+PARAMETERS_AND_HALF_CONFIG = """
+backend: "python"
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "PARAMETERS" data_type: TYPE_STRING dims: [ 1 ] }, { name: "HALF" data_type: TYPE_FP16 dims: [ 1 ] } ]
+"""
+
+
 @pytest.fixture
 def server(model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]) -> ServerProcess:
     for example in ("add_sub", "word_stream"):
@@ -88,6 +114,7 @@ def server(model_repository: ModelRepositoryBuilder, naiad_server: Callable[...,
         )
     model_repository.add_python_model("ticker", TICKER, TICKER_CONFIG)
     model_repository.add_python_model("slow_recorder", SLOW_RECORDER, SLOW_CONFIG)
+    model_repository.add_python_model("echo", PARAMETERS_AND_HALF, PARAMETERS_AND_HALF_CONFIG)
     return naiad_server(model_repository.root)
 
 
@@ -115,6 +142,34 @@ def test_generate_refuses_several_responses_like_triton(server: ServerProcess) -
     response = httpx.post(_url(server, "word_stream", "generate"), json={"text_input": "two words"})
     assert response.status_code == 200
     assert response.json()["error"].startswith("generate expects model to produce exactly 1 response")
+
+
+def test_generate_hands_every_parameter_to_the_model_as_triton_does(server: ServerProcess) -> None:
+    # Generate has no scheduling parameters: sequence_id, priority, timeout and triton_ keys are the model's.
+    body = {
+        "X": 1.0,
+        "sequence_id": 7,
+        "priority": 2,
+        "parameters": {"timeout": 5, "triton_note": "kept", "binary_data_output": True},
+    }
+    response = httpx.post(_url(server, "echo", "generate"), json=body)
+    assert response.status_code == 200
+    assert json.loads(response.json()["PARAMETERS"]) == {
+        "sequence_id": 7,
+        "priority": 2,
+        "timeout": 5,
+        "triton_note": "kept",
+        "binary_data_output": True,
+    }
+
+
+def test_generate_refuses_half_precision_outputs_as_triton_does(server: ServerProcess) -> None:
+    error = {"error": "sending FP16 data via JSON is not supported. Please use the binary data format for output"}
+    response = httpx.post(_url(server, "echo", "generate"), json={"X": -1.0})
+    assert (response.status_code, response.json()) == (400, error)
+    with httpx.stream("POST", _url(server, "echo", "generate_stream"), json={"X": -1.0}) as streamed:
+        assert streamed.status_code == 400
+        assert [json.loads(line[len("data: ") :]) for line in streamed.iter_lines() if line] == [error]
 
 
 def test_generate_with_a_shape_that_does_not_fit(server: ServerProcess) -> None:

@@ -17,7 +17,14 @@ from typing import Any
 from naiad import config as model_config
 from naiad.backend_model import ModelInstance
 from naiad.errors import NaiadError, invalid_arg, unavailable, unsupported
-from naiad.inference import InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput, ResponseEvent
+from naiad.inference import (
+    InferenceRequest,
+    InferenceResponse,
+    ParameterValue,
+    RequestedOutput,
+    ResponseEvent,
+    Scheduling,
+)
 from naiad.lifecycle import ModelLifecycle
 from naiad.logs import LogControl
 from naiad.models import ModelState, ServingModel
@@ -245,12 +252,23 @@ class DataPlane:
         outputs: Sequence[RequestedOutput | str] = (),
         request_id: str = "",
         parameters: Mapping[str, ParameterValue] | None = None,
+        scheduling: Scheduling | None = None,
         frontend: FrontendTiming | None = None,
     ) -> ResponseStream:
-        """Queue a request of any model now (refusals raise here); iterate the stream for its events."""
+        """Queue a request of any model now (refusals raise here); iterate the stream for its events.
+
+        ``scheduling`` as :meth:`~naiad.service.InferenceService.submit` takes it: given, every one of
+        ``parameters`` reaches the model as it is."""
         sink = LoopSink(self.inbox)
         request = self.service.submit(
-            model, inputs, sink, outputs=outputs, request_id=request_id, parameters=parameters, frontend=frontend
+            model,
+            inputs,
+            sink,
+            outputs=outputs,
+            request_id=request_id,
+            parameters=parameters,
+            scheduling=scheduling,
+            frontend=frontend,
         )
         return ResponseStream(self, request, sink)
 

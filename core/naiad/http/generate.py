@@ -17,7 +17,7 @@ from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
 from naiad.http.codec import flatten, json_numbers, json_strings, load_json, parse_error, refuse_half_json
 from naiad.http.json_body import dump_json
-from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent
+from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent, Scheduling
 from naiad.models import InputSpec, ServingModel
 from naiad.tensor import Tensor
 from naiad.tracing import FrontendTiming
@@ -116,6 +116,9 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool, where: tuple[str, st
     return Tensor(spec.name, datatype.wire, json_numbers(flat, datatype).reshape(shape))
 
 
+_NOT_JSON = ("FP16", "BF16")  # datatypes Triton never writes as JSON
+
+
 def response_document(model: ServingModel, request_id: str, response: InferenceResponse) -> dict[str, Any]:
     """One generate response object: outputs and parameters as top-level keys (sorted, like Triton)."""
     document: dict[str, Any] = {"model_name": model.name, "model_version": str(model.version)}
@@ -128,6 +131,10 @@ def response_document(model: ServingModel, request_id: str, response: InferenceR
 
 
 def _output_value(tensor: Tensor) -> Any:
+    if tensor.datatype in _NOT_JSON:  # Triton's refusal, as for /infer
+        raise invalid_arg(
+            f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format for output"
+        )
     flat = tensor.numpy().reshape(-1)
     if tensor.datatype == "BYTES":
         values: list[Any] = [item.decode("utf-8", "replace") for item in datatypes.to_bytes_array(flat)]
@@ -137,9 +144,16 @@ def _output_value(tensor: Tensor) -> Any:
 
 
 def open_generate(dataplane: DataPlane, request: GenerateRequest, frontend: FrontendTiming | None) -> ResponseStream:
-    """Queue a generate request (refusals raise here)."""
+    """Queue a generate request (refusals raise here). As in Triton, every parameter reaches the model
+    as given, ``sequence_id``, ``priority``, ``timeout`` and ``triton_*`` keys too: generate has no
+    scheduling parameters."""
     return dataplane.open_stream(
-        request.model, request.inputs, request_id=request.id, parameters=request.parameters, frontend=frontend
+        request.model,
+        request.inputs,
+        request_id=request.id,
+        parameters=request.parameters,
+        scheduling=Scheduling(),
+        frontend=frontend,
     )
 
 
@@ -158,7 +172,10 @@ async def generate_once(request: GenerateRequest, stream: ResponseStream) -> tup
         return status, {"error": ONE_RESPONSE_EXPECTED}
     if first.error is not None:
         return status, {"error": first.error.message}
-    return status, response_document(request.model, request.id, first)
+    try:
+        return status, response_document(request.model, request.id, first)
+    except NaiadError as error:  # an output JSON cannot carry
+        return 400, {"error": error.message}
 
 
 async def first_event(stream: ResponseStream) -> tuple[EventStream, ResponseEvent | NaiadError | None]:
@@ -179,7 +196,10 @@ def stream_status(first: ResponseEvent | NaiadError | None) -> int:
     that response is an error."""
     if isinstance(first, NaiadError):
         return 400
-    return 400 if first is not None and first.response is not None and first.response.error is not None else 200
+    response = first.response if first is not None else None
+    if response is None:
+        return 200
+    return 400 if response.error is not None or any(t.datatype in _NOT_JSON for t in response.outputs) else 200
 
 
 async def generate_events(
@@ -206,7 +226,10 @@ def _response_event(request: GenerateRequest, event: ResponseEvent) -> bytes:
     assert response is not None, "only events with a response become server-sent events"
     if response.error is not None:
         return _event({"error": response.error.message})
-    return _event(response_document(request.model, request.id, response))
+    try:
+        return _event(response_document(request.model, request.id, response))
+    except NaiadError as error:  # an output JSON cannot carry: an error event, as in Triton
+        return _event({"error": error.message})
 
 
 def _event(document: dict[str, Any]) -> bytes:
