@@ -92,6 +92,10 @@ def test_kind_gpu_with_gpus() -> None:
             PY + 'input [ { name: "IN" dims: [ 4 ] } ]',
             "input[0] 'IN': 'data_type' is not set",
         ),
+        (
+            PY + 'input [ { name: "IN" data_type: 99 dims: [ 4 ] } ]',
+            "input[0] 'IN': data_type 99 is not a datatype; use a name such as TYPE_FP32",
+        ),
         (PY + 'input [ { name: "IN" data_type: TYPE_FP32 } ]', "input[0] 'IN': 'dims' is empty"),
         (
             'backend: "python" output [ { name: "O" data_type: TYPE_FP32 dims: [ 0 ] } ]',

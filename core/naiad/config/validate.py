@@ -172,6 +172,8 @@ class _Checker:
             self.fail(f"{where}: 'name' is empty")
         if tensor.data_type == DataType.TYPE_INVALID:
             self.fail(f"{where}: 'data_type' is not set (e.g. data_type: TYPE_FP32)")
+        elif tensor.data_type not in DataType.values():  # a number in the pbtxt that names no type
+            self.fail(f"{where}: data_type {tensor.data_type} is not a datatype; use a name such as TYPE_FP32")
         if not tensor.dims:
             self.fail(
                 f"{where}: 'dims' is empty; give the shape (without the batch dimension when"
