@@ -425,8 +425,11 @@ def test_parameters_triton_accepts(
 def test_reserved_parameter_is_refused(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
     """tritonclient refuses such keys itself; the data plane's rule answers other clients."""
     code, message = _status(stub, _with_parameter("triton_secret", bool_param=True))
-    assert code == INVALID
-    assert message.startswith("parameter keys starting with 'triton_' are reserved for Triton usage")
+    assert (code, message) == (  # Triton's gRPC words, which differ from its HTTP ones
+        INVALID,
+        "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys "
+        "starting with 'triton_' are allowed: triton_enable_empty_final_response",
+    )
 
 
 def test_classification_counts_below_one_and_other_types_are_refused(

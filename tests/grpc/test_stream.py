@@ -233,6 +233,34 @@ def test_error_in_execute_does_not_end_the_stream(stream: Stream) -> None:
     assert after.response.id == "after"
 
 
+def test_strict_mode_ends_the_stream_on_a_failed_request(grpc_server: ServerProcess) -> None:
+    """Triton's ``triton_grpc_error: true``: a request that fails while it runs ends the call with
+    the error's status; one that cannot start still answers in ``error_message``."""
+    client = grpcclient.InferenceServerClient(grpc_server.grpc_url)
+    answers: queue.Queue[Answer] = queue.Queue()
+    client.start_stream(
+        callback=lambda result, error: answers.put(Answer(result, error)), headers={"triton_grpc_error": "true"}
+    )
+    try:
+        client.async_stream_infer("no_such_model", _add_sub(1.0), request_id="u1")
+        refused = answers.get(timeout=TIMEOUT_S)
+        assert refused.error is not None and refused.error.status() is None  # a message; the call goes on
+        client.async_stream_infer("add_sub", _add_sub(1.0), request_id="ok")
+        assert answers.get(timeout=TIMEOUT_S).response.id == "ok"
+        tensor = grpcclient.InferInput("INPUT0", [2], "FP32")
+        tensor.set_data_from_numpy(np.ones(2, dtype=np.float32))
+        client.async_stream_infer("raises_in_execute", [tensor], request_id="boom")
+        ended = answers.get(timeout=TIMEOUT_S)
+        assert ended.error is not None
+        assert ended.error.status() == "StatusCode.INTERNAL"  # the call's own status
+        assert ended.error.message().startswith(
+            "Failed to process the request(s) for model 'raises_in_execute_0', message: ValueError"
+        )
+    finally:
+        client.stop_stream()
+        client.close()
+
+
 # -- tritonclient.grpc.aio ---------------------------------------------------------------------------
 
 

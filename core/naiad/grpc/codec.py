@@ -141,12 +141,17 @@ def set_parameter(parameter: pb.InferParameter, value: ParameterValue) -> None:
 def request_parameters(parameters: Mapping[str, pb.InferParameter]) -> tuple[dict[str, ParameterValue], bool]:
     """Request parameters as Python values, and whether empty final responses were asked for.
 
-    Checks the InferParameter member used for each key as Triton does; the values and the
-    reserved ``triton_`` prefix are the data plane's business.
+    Checks the InferParameter member used for each key, and refuses ``triton_`` keys but the one
+    allowed, as Triton's gRPC frontend does; the values are the data plane's business.
     """
     values: dict[str, ParameterValue] = {}
     enable_empty_final = False
     for key, parameter in parameters.items():
+        if key.startswith("triton_") and key != EMPTY_FINAL_KEY:  # Triton's gRPC words (HTTP has its own)
+            raise invalid_arg(
+                "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys "
+                f"starting with 'triton_' are allowed: {EMPTY_FINAL_KEY}"
+            )
         kind = parameter.WhichOneof("parameter_choice")
         accepted = _TYPED_PARAMETERS.get(key)
         if accepted is not None and kind not in accepted:

@@ -16,6 +16,7 @@ stream-unary, which is the same on the wire), so that nothing but its tensors ou
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -222,7 +223,10 @@ class InferenceServicer:
     async def model_stream_infer(self, requests: Any, context: Any) -> None:
         if restricted.refused(self._restrictions.get(restricted.GROUPS["ModelStreamInfer"]), context):
             return
-        session = StreamSession(self._dataplane, self._limits, on_message=trim_soon)
+        end_on_error = None
+        if _strict_errors(context):
+            end_on_error = functools.partial(_end_with_error, context)
+        session = StreamSession(self._dataplane, self._limits, on_message=trim_soon, end_on_error=end_on_error)
         try:
             await session.run(context.read, context.write)
         except Exception as exc:  # a bug, or the call failed under us: end it, never crash the server
@@ -316,3 +320,15 @@ def _call_done(timing: FrontendTiming, start: int) -> Callable[[Any], None]:
         timing.done()
 
     return done
+
+
+def _strict_errors(context: Any) -> bool:
+    """Whether the client asked for Triton's strict stream mode (metadata ``triton_grpc_error: true``)."""
+    return any(
+        key == "triton_grpc_error" and str(value).lower() == "true"
+        for key, value in context.invocation_metadata() or ()
+    )
+
+
+def _end_with_error(context: Any, error: NaiadError) -> None:
+    fail(context, grpc_status(error.code), error.message)

@@ -4,7 +4,10 @@ Every request is decoded and submitted as it is read and then awaited in its own
 writer sends the responses. Models that are not decoupled answer exactly once and, as in
 Triton, those answers (and the errors of requests that could not start) go out in request
 order; decoupled models' responses go out as produced.
-Errors never end the stream: they travel in ``error_message``. When the call ends early
+Errors travel in ``error_message`` and the stream goes on, unless the client opened it with the
+metadata ``triton_grpc_error: true`` (Triton's strict mode): then a request's failure while it
+runs ends the call with the error's status (requests that cannot start still answer in
+``error_message``). When the call ends early
 (client cancelled, deadline, connection closed) every task is cancelled, which cancels its request.
 
 Flow control (``--grpc-stream-backlog``, :attr:`~naiad.limits.GrpcLimits.stream_backlog`):
@@ -60,7 +63,14 @@ class _Timed:
     timing: FrontendTiming
 
 
-_Item = bytes | _Timed
+@dataclass(slots=True)
+class _Ending:
+    """In strict mode, the error that ends the call once everything before it is written."""
+
+    error: NaiadError
+
+
+_Item = bytes | _Timed | _Ending
 
 
 class _Outbox:
@@ -114,8 +124,16 @@ class _Outbox:
 class StreamSession:
     """One ModelStreamInfer call; ``on_message`` hears the size of every message read."""
 
-    def __init__(self, dataplane: DataPlane, limits: GrpcLimits, on_message: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        dataplane: DataPlane,
+        limits: GrpcLimits,
+        on_message: Callable[[int], None],
+        end_on_error: Callable[[NaiadError], None] | None = None,
+    ) -> None:
+        """``end_on_error``: strict mode; it sets the call's status from the error that ends it."""
         self._dataplane = dataplane
+        self._end_on_error = end_on_error
         self._backlog = limits.stream_backlog
         self._max_message_size = limits.max_message_size
         self._on_message = on_message
@@ -133,6 +151,10 @@ class StreamSession:
                 response = await self._outbox.get()
                 if response is None:
                     break
+                if isinstance(response, _Ending):
+                    assert self._end_on_error is not None  # only strict sessions queue one
+                    self._end_on_error(response.error)
+                    return  # the call ends now: what is still running is cancelled below
                 if isinstance(response, _Timed):
                     await _write_timed(write, response)
                 else:
@@ -243,10 +265,17 @@ class StreamSession:
                 events = cast(AsyncGenerator[ResponseEvent, None], stream.events())
                 async with contextlib.aclosing(events):
                     async for event in events:
+                        failure = event.response.error if event.response is not None else None
+                        if failure is not None and self._end_on_error is not None:
+                            await self._send(_Ending(failure), turn)
+                            return
                         response = self._encode(request, event)
                         if response is not None:
                             await self._send(_with_timing(response, timing), turn)
             except NaiadError as error:
+                if self._end_on_error is not None:
+                    await self._send(_Ending(error), turn)
+                    return
                 await self._send(_with_timing(_error_response(request, error), timing), turn)
             except Exception as exc:
                 log_unexpected(
