@@ -93,6 +93,10 @@ def test_kind_gpu_with_gpus() -> None:
             "input[0] 'IN': 'data_type' is not set",
         ),
         (
+            'backend: "python" model_repository_agents { agents [ { name: "checksum" } ] }' + IO,
+            "model_repository_agents: naiad runs no repository agents, and agent 'checksum' would not run",
+        ),
+        (
             PY + 'input [ { name: "IN" data_type: 99 dims: [ 4 ] } ]',
             "input[0] 'IN': data_type 99 is not a datatype; use a name such as TYPE_FP32",
         ),

@@ -123,6 +123,11 @@ class _Checker:
             for index, group in enumerate(config.instance_group):
                 self.instance_group(index, group)
         self.model_metrics()
+        for agent in config.model_repository_agents.agents:  # Triton fails a model whose agent it lacks
+            self.fail(
+                f"model_repository_agents: naiad runs no repository agents, and agent '{agent.name}' would not run; "
+                "remove the section (check or decrypt the model files before they reach the repository)"
+            )
 
     # -- platform / backend ---------------------------------------------------------------------
 
