@@ -128,3 +128,22 @@ def element_count(shape: tuple[int, ...] | list[int]) -> int:
     for dim in shape:
         count *= dim
     return count
+
+
+def zeros(datatype: DataType, shape: tuple[int, ...]) -> npt.NDArray[Any]:
+    """A tensor of zeros (empty strings for BYTES), as Triton fills zero data."""
+    if datatype.wire == "BYTES":
+        return np.full(shape, b"", dtype=np.object_)
+    return np.zeros(shape, dtype=datatype.numpy)
+
+
+def from_raw(raw: bytes, datatype: DataType, shape: tuple[int, ...]) -> npt.NDArray[Any] | None:
+    """A tensor read from the front of a file's bytes (BYTES: length-prefixed elements, exactly as
+    many as the shape holds); None when a fixed-size type's bytes are too few."""
+    count = element_count(shape)
+    if datatype.wire == "BYTES":
+        return deserialize_bytes(raw, count).reshape(shape)
+    needed = count * datatype.byte_size
+    if len(raw) < needed:
+        return None
+    return np.frombuffer(raw[:needed], dtype=datatype.numpy).reshape(shape).copy()

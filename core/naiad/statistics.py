@@ -458,17 +458,13 @@ class ModelStatistics:
         """The response cache answered ``request``: its lookup started at ``lookup_ns`` and the
         response was ready at ``end_ns``. A success with its queue time, without compute, inference
         or a new ``last_inference`` (as Triton counts a hit)."""
-        hits = self._cache_hits
-        hits.append((request.arrival_ns, lookup_ns, end_ns))
-        if len(hits) > _FOLD_AT and self.lock.acquire(blocking=False):
-            try:
-                self._fold()
-            finally:
-                self.lock.release()
+        self._cache_hits.append((request.arrival_ns, lookup_ns, end_ns))
+        self._fold_if_long(self._cache_hits)
 
     def cache_missed(self, duration_ns: int) -> None:
         """The response cache did not hold a request's response; looking and storing took ``duration_ns``."""
         self._cache_misses.append((time.monotonic_ns(), duration_ns))
+        self._fold_if_long(self._cache_misses)
 
     def started(self, requests: Sequence[InferenceRequest], now: int) -> None:
         """An execution of ``requests`` starts (each store is atomic; no lock)."""
@@ -536,9 +532,12 @@ class ModelStatistics:
             else:
                 reason = "OTHER"
             record = (tracker.arrival_ns, 0, end, 0, 0, 0, reason)
-        finished = self._finished
-        finished.append(record)
-        if len(finished) > _FOLD_AT and self.lock.acquire(blocking=False):
+        self._finished.append(record)
+        self._fold_if_long(self._finished)
+
+    def _fold_if_long(self, records: deque[Any]) -> None:
+        """Fold the waiting records into the counters once ``records`` holds many, unless a reader is at it."""
+        if len(records) > _FOLD_AT and self.lock.acquire(blocking=False):
             try:
                 self._fold()
             finally:

@@ -41,18 +41,18 @@ def warm_up(
 ) -> None:
     """Run every warmup sample on every instance; raise :class:`NaiadError` with Triton's reason on failure."""
     samples = [sample for sample in config.model_warmup if sample.batch_size > 0]
-    if not samples:
+    if not samples or not runners:
         return
     batching = config.max_batch_size > 0
+    # Each sample's inputs are read and checked once, then sent to every instance.
+    prepared = [(sample, _row_inputs(config, model_dir, signature, sample, runners[0])) for sample in samples]
     deliver = build_pipeline([statistics.stage()] if statistics is not None else [], batching=batching)
     outputs = {name: RequestedOutput(name) for name in signature.outputs}
     for runner in runners:
-        for sample in samples:
-            inputs = sample_inputs(config, model_dir, sample)
-            rows = _rows(config, sample, runner)
+        for sample, inputs in prepared:
+            rows = sample.batch_size if batching else 1
             for _ in range(max(sample.count, 1)):
-                batch = _Batch(config.name, version, inputs, rows, batching, outputs, deliver)
-                validate_inputs(config.name, signature, list(batch.requests[0].inputs.values()), "")
+                batch = _Batch(config.name, version, inputs, rows, outputs, deliver)
                 if statistics is not None:
                     for request in batch.requests:
                         statistics.track(request)
@@ -61,6 +61,18 @@ def warm_up(
                 if errors:
                     detail = "".join(f"{message}; " for message in errors)
                     raise invalid_arg(f"failed to run warmup sample '{sample.name}': {detail}")
+
+
+def _row_inputs(
+    config: ModelConfig, model_dir: Path, signature: ModelSignature, sample: ModelWarmup, runner: InstanceRunner
+) -> dict[str, Tensor]:
+    """One warmup request's inputs (one row of a batching model), checked as a client's would be."""
+    inputs = sample_inputs(config, model_dir, sample)
+    _check_batch_size(config, sample, runner)
+    if config.max_batch_size > 0:
+        inputs = [Tensor(t.name, t.datatype, t.data.reshape((1, *t.data.shape))) for t in inputs]
+    validate_inputs(config.name, signature, inputs, "")
+    return {tensor.name: tensor for tensor in inputs}
 
 
 def sample_inputs(config: ModelConfig, model_dir: Path, sample: ModelWarmup) -> list[Tensor]:
@@ -87,30 +99,24 @@ def sample_inputs(config: ModelConfig, model_dir: Path, sample: ModelWarmup) -> 
     return tensors
 
 
-def _rows(config: ModelConfig, sample: ModelWarmup, runner: InstanceRunner) -> int:
-    """How many one-row requests a sample sends at a time."""
+def _check_batch_size(config: ModelConfig, sample: ModelWarmup, runner: InstanceRunner) -> None:
     if config.max_batch_size == 0:
         if sample.batch_size != 1:
             raise invalid_arg(
                 f"warmup sample '{sample.name}' has batch_size {sample.batch_size}, but model '{config.name}' "
                 "does not batch (max_batch_size 0); give it batch_size: 1"
             )
-        return 1
-    if sample.batch_size > config.max_batch_size:
+    elif sample.batch_size > config.max_batch_size:
         raise invalid_arg(
             f"failed to run warmup sample '{sample.name}': batch size {sample.batch_size} for '{runner.name}', "
             f"max allowed is {config.max_batch_size}; "
         )
-    return sample.batch_size
 
 
 def _generated(datatype: datatypes.DataType, shape: tuple[int, ...], *, random: bool) -> npt.NDArray[np.generic]:
-    count = datatypes.element_count(shape)
-    if datatype.wire == "BYTES":  # Triton sends empty strings for zero and random data alike
-        return np.full(shape, b"", dtype=np.object_)
-    if not random:
-        return np.zeros(shape, dtype=datatype.numpy)
-    raw = np.random.default_rng().bytes(count * datatype.byte_size)
+    if not random or datatype.wire == "BYTES":  # Triton sends empty strings for random BYTES data too
+        return datatypes.zeros(datatype, shape)
+    raw = np.random.default_rng().bytes(datatypes.element_count(shape) * datatype.byte_size)
     values = np.frombuffer(raw, dtype=datatype.numpy).reshape(shape).copy()
     if datatype.wire == "BOOL":
         values = values.view(np.uint8).astype(np.bool_)  # any byte but 0 is true
@@ -124,28 +130,25 @@ def _from_file(
         content = path.read_bytes()
     except OSError as error:
         raise NaiadError(f"failed to open text file for read {path}: {error.strerror}", ErrorCode.INTERNAL) from None
-    count = datatypes.element_count(shape)
-    if datatype.wire == "BYTES":
-        return datatypes.deserialize_bytes(content, count).reshape(shape)
-    needed = count * datatype.byte_size
-    if len(content) < needed:
+    data = datatypes.from_raw(content, datatype, shape)
+    if data is None:
+        needed = datatypes.element_count(shape) * datatype.byte_size
         raise invalid_arg(
             f"{_NO_ID}warmup setting expects {needed} bytes, but the data provided from {file_name} only has "
             f"{len(content)} bytes"
         )
-    return np.frombuffer(content[:needed], dtype=datatype.numpy).reshape(shape).copy()
+    return data
 
 
 class _Batch:
-    """One execution's warmup requests and the answers they get."""
+    """One execution's warmup requests (``rows`` of them, all with ``inputs``) and the answers they get."""
 
     def __init__(
         self,
         model: str,
         version: int,
-        inputs: list[Tensor],
+        inputs: dict[str, Tensor],
         rows: int,
-        batching: bool,
         outputs: dict[str, RequestedOutput],
         deliver: Deliver,
     ) -> None:
@@ -156,7 +159,7 @@ class _Batch:
             InferenceRequest(
                 model_name=model,
                 model_version=version,
-                inputs={tensor.name: _one_row(tensor, batching) for tensor in inputs},
+                inputs=dict(inputs),
                 requested_outputs=dict(outputs),
                 sender=ResponseSender(self._received, deliver),
                 batch_size=1,
@@ -177,9 +180,3 @@ class _Batch:
         for _ in self.requests:
             self._done.acquire()
         return self._errors
-
-
-def _one_row(tensor: Tensor, batching: bool) -> Tensor:
-    if not batching:
-        return tensor
-    return Tensor(tensor.name, tensor.datatype, tensor.data.reshape((1, *tensor.data.shape)))

@@ -510,15 +510,19 @@ def encode_response(
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
         else:
-            entry["data"] = _to_json(tensor)
+            entry["data"] = json_values(tensor)
         outputs.append(entry)
     document["outputs"] = outputs
     header = dump_json(document)
     return [header, *chunks], len(header) if chunks else None
 
 
-def _to_json(tensor: Tensor) -> list[Any]:
-    if tensor.datatype in ("FP16", "BF16"):  # Triton's words, which leave the output's name out
+NOT_JSON_DATATYPES = ("FP16", "BF16")  # outputs Triton never writes as JSON
+
+
+def json_values(tensor: Tensor) -> list[Any]:
+    """An output's elements as JSON values, flat; INVALID_ARG (Triton's words) for FP16 and BF16."""
+    if tensor.datatype in NOT_JSON_DATATYPES:  # Triton's words, which leave the output's name out
         raise invalid_arg(
             f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format for output"
         )

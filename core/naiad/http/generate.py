@@ -12,10 +12,18 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from naiad import datatypes
 from naiad.dataplane import DataPlane, ResponseStream
 from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
-from naiad.http.codec import flatten, json_numbers, json_strings, load_json, parse_error, refuse_half_json
+from naiad.http.codec import (
+    NOT_JSON_DATATYPES,
+    flatten,
+    json_numbers,
+    json_strings,
+    json_values,
+    load_json,
+    parse_error,
+    refuse_half_json,
+)
 from naiad.http.json_body import dump_json
 from naiad.inference import InferenceResponse, ParameterValue, ResponseEvent, Scheduling
 from naiad.models import InputSpec, ServingModel
@@ -116,9 +124,6 @@ def _to_tensor(spec: InputSpec, value: Any, batching: bool, where: tuple[str, st
     return Tensor(spec.name, datatype.wire, json_numbers(flat, datatype).reshape(shape))
 
 
-_NOT_JSON = ("FP16", "BF16")  # datatypes Triton never writes as JSON
-
-
 def response_document(model: ServingModel, request_id: str, response: InferenceResponse) -> dict[str, Any]:
     """One generate response object: outputs and parameters as top-level keys (sorted, like Triton)."""
     document: dict[str, Any] = {"model_name": model.name, "model_version": str(model.version)}
@@ -131,15 +136,7 @@ def response_document(model: ServingModel, request_id: str, response: InferenceR
 
 
 def _output_value(tensor: Tensor) -> Any:
-    if tensor.datatype in _NOT_JSON:  # Triton's refusal, as for /infer
-        raise invalid_arg(
-            f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format for output"
-        )
-    flat = tensor.numpy().reshape(-1)
-    if tensor.datatype == "BYTES":
-        values: list[Any] = [item.decode("utf-8", "replace") for item in datatypes.to_bytes_array(flat)]
-    else:
-        values = flat.tolist()
+    values = json_values(tensor)
     return values[0] if len(values) == 1 else values
 
 
@@ -199,7 +196,7 @@ def stream_status(first: ResponseEvent | NaiadError | None) -> int:
     response = first.response if first is not None else None
     if response is None:
         return 200
-    return 400 if response.error is not None or any(t.datatype in _NOT_JSON for t in response.outputs) else 200
+    return 400 if response.error is not None or any(t.datatype in NOT_JSON_DATATYPES for t in response.outputs) else 200
 
 
 async def generate_events(

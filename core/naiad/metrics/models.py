@@ -15,6 +15,7 @@ from prometheus_client.metrics_core import Metric
 
 from naiad.lifecycle import ModelLifecycle
 from naiad.metrics.config import MetricsOptions
+from naiad.metrics.exposition import format_value
 from naiad.models import ServingModel
 from naiad.statistics import FAILURE_REASONS, Duration, HistogramSnapshot, StatisticsSnapshot
 
@@ -265,14 +266,8 @@ def _histogram(
         family.add_sample(name + "_count", labels, histogram.count)  # prometheus-cpp's order
         family.add_sample(name + "_sum", labels, histogram.sum)
         for bound, count in zip((*histogram.bounds, float("inf")), histogram.cumulative, strict=True):
-            family.add_sample(name + "_bucket", {**labels, "le": _bound(bound)}, count)
+            family.add_sample(name + "_bucket", {**labels, "le": format_value(bound)}, count)
     return family
-
-
-def _bound(bound: float) -> str:
-    if bound == float("inf"):
-        return "+Inf"
-    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
 
 
 def _summaries(versions: list[_Version]) -> Iterator[Metric]:

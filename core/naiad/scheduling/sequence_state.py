@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import numpy.typing as npt
 
 from naiad import datatypes
@@ -62,12 +61,12 @@ def _spec(state: ModelSequenceBatching.State, batching: bool, model_dir: Path | 
         )
     if not state.initial_state:
         shape = tuple(batch + [1 if dim == -1 else dim for dim in state.dims])
-        return StateSpec(state.input_name, state.output_name, datatype, _zeros(datatype, shape))
+        return StateSpec(state.input_name, state.output_name, datatype, datatypes.zeros(datatype, shape))
     initial = state.initial_state[0]
     _check_initial(state, initial)
     shape = tuple(batch + list(initial.dims))
     if initial.WhichOneof("state_data") == "zero_data":
-        data = _zeros(datatype, shape)
+        data = datatypes.zeros(datatype, shape)
     elif initial.WhichOneof("state_data") == "data_file":
         data = _from_file(state, initial.data_file, datatype, shape, model_dir)
     else:
@@ -98,12 +97,6 @@ def _check_initial(state: ModelSequenceBatching.State, initial: ModelSequenceBat
             )
 
 
-def _zeros(datatype: datatypes.DataType, shape: tuple[int, ...]) -> npt.NDArray[Any]:
-    if datatype.wire == "BYTES":
-        return np.full(shape, b"", dtype=np.object_)
-    return np.zeros(shape, dtype=datatype.numpy)
-
-
 def _from_file(
     state: ModelSequenceBatching.State,
     file_name: str,
@@ -118,16 +111,14 @@ def _from_file(
         raw = path.read_bytes()
     except OSError as error:
         raise invalid_arg(f"failed to read initial_state file '{path}': {error.strerror}") from None
-    count = datatypes.element_count(shape)
-    if datatype.wire == "BYTES":
-        return datatypes.deserialize_bytes(raw, count).reshape(shape)
-    needed = count * datatype.byte_size
-    if len(raw) < needed:
+    data = datatypes.from_raw(raw, datatype, shape)
+    if data is None:
+        needed = datatypes.element_count(shape) * datatype.byte_size
         raise invalid_arg(
             f"initial_state setting expects {needed} bytes, but the data provided from {file_name}only has "
             f"{len(raw)} bytes."
         )
-    return np.frombuffer(raw[:needed], dtype=datatype.numpy).reshape(shape).copy()
+    return data
 
 
 class ImplicitState:
