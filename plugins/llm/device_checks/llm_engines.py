@@ -1,7 +1,10 @@
 """naiad-llm's vLLM engine on a CUDA GPU, against vLLM itself. Run by ``llm_engines.sh``.
 
     python llm_engines.py check --model MODEL      # naiad vs LLM.generate, gRPC streaming, vs vllm serve
-    python llm_engines.py reference --model MODEL  # vLLM's own greedy texts, as JSON (a subprocess of check)
+    python llm_engines.py reference --model MODEL --output FILE  # vLLM's greedy texts as JSON (check's subprocess)
+
+``--engine-arg KEY=VALUE`` (repeatable; VALUE is JSON, else a string) adds an engine argument to all
+three (``LLM``, naiad's ``model.json``, ``vllm serve``), e.g. ``--engine-arg enforce_eager=true``.
 
 Every check prints ``PASS <what>`` or ``FAIL <what>: <why>``; ``check`` exits 1 after any FAIL.
 """
@@ -38,28 +41,57 @@ NAME = "llm"
 failures: list[str] = []
 
 
+def parse_engine_arg(option: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as JSON where it is JSON (``true``, ``0.3``), else as a string."""
+    key, separator, text = option.partition("=")
+    if not separator or not key:
+        raise SystemExit(f"--engine-arg {option!r}: expected KEY=VALUE, e.g. enforce_eager=true")
+    try:
+        return key, json.loads(text)
+    except json.JSONDecodeError:
+        return key, text
+
+
+def engine_arg_options(engine_args: dict[str, Any]) -> list[str]:
+    """The ``--engine-arg`` options that pass ``engine_args`` on to the ``reference`` subprocess."""
+    return [option for key, value in engine_args.items() for option in ("--engine-arg", f"{key}={json.dumps(value)}")]
+
+
+def serve_flags(engine_args: dict[str, Any]) -> list[str]:
+    """``vllm serve`` options: ``--key value``, a true boolean as ``--key`` and a false one as ``--no-key``."""
+    flags: list[str] = []
+    for key, value in engine_args.items():
+        flag = key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(f"--{flag}" if value else f"--no-{flag}")
+        else:
+            flags += [f"--{flag}", value if isinstance(value, str) else json.dumps(value)]
+    return flags
+
+
 def report(what: str, ok: bool, why: str = "") -> None:
     print(f"PASS {what}" if ok else f"FAIL {what}: {why}", flush=True)
     if not ok:
         failures.append(what)
 
 
-def reference(model: str) -> None:
-    """vLLM's own greedy completions, one prompt at a time (so no batching differs from naiad's)."""
+def reference(model: str, engine_args: dict[str, Any], output: Path) -> None:
+    """vLLM's own greedy completions, one prompt at a time (so no batching differs from naiad's), as
+    JSON in ``output`` (vLLM logs to stdout, so stdout cannot carry them)."""
     from vllm import LLM, SamplingParams
 
-    llm = LLM(model=model, **ENGINE_ARGS)
+    llm = LLM(model=model, **engine_args)
     params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0)
     texts = [llm.generate([prompt], params, use_tqdm=False)[0].outputs[0].text for prompt in PROMPTS]
-    print(json.dumps(texts))
+    output.write_text(json.dumps(texts))
 
 
-def _repository(root: Path, model: str) -> Path:
+def _repository(root: Path, model: str, engine_args: dict[str, Any]) -> Path:
     """A Triton vLLM-backend repository, exactly as Triton's samples lay it out."""
     folder = root / NAME
     (folder / "1").mkdir(parents=True)
     (folder / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 1 kind: KIND_MODEL } ]\n')
-    (folder / "1" / "model.json").write_text(json.dumps({"model": model, **ENGINE_ARGS}))
+    (folder / "1" / "model.json").write_text(json.dumps({"model": model, **engine_args}))
     return root
 
 
@@ -143,13 +175,13 @@ def load(run_one: Callable[[int, int], tuple[float, float]]) -> tuple[float, flo
     return LOAD_REQUESTS * LOAD_TOKENS / elapsed, statistics.median(ttfts)
 
 
-def naiad_checks(model: str, expected: list[str]) -> tuple[float, float]:
+def naiad_checks(model: str, engine_args: dict[str, Any], expected: list[str]) -> tuple[float, float]:
     from naiad.testing import start_server
 
     sampling = {"max_tokens": MAX_TOKENS, "temperature": 0}
     load_sampling = {"max_tokens": LOAD_TOKENS, "temperature": 0, "ignore_eos": True}
     with tempfile.TemporaryDirectory() as folder:
-        server = start_server([_repository(Path(folder), model)], timeout=900)
+        server = start_server([_repository(Path(folder), model, engine_args)], timeout=900)
         try:
             stream = Stream(server.grpc_url)
             try:
@@ -185,14 +217,13 @@ def naiad_checks(model: str, expected: list[str]) -> tuple[float, float]:
             server.stop()
 
 
-def vllm_serve_load(model: str, venv_bin: Path) -> tuple[float, float]:
+def vllm_serve_load(model: str, engine_args: dict[str, Any], venv_bin: Path) -> tuple[float, float]:
     """The same load against ``vllm serve`` (OpenAI completions, streamed)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [str(venv_bin / "vllm"), "serve", model, "--host", "127.0.0.1", "--port", str(port)]
-    for key, value in ENGINE_ARGS.items():
-        command += [f"--{key.replace('_', '-')}", str(value)]
+    command += serve_flags(engine_args)
     log = tempfile.NamedTemporaryFile(prefix="vllm-serve-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -235,22 +266,25 @@ def vllm_serve_load(model: str, venv_bin: Path) -> tuple[float, float]:
         process.wait(120)
 
 
-def check(model: str) -> int:
+def check(model: str, engine_args: dict[str, Any]) -> int:
     import torch
 
     report("a CUDA device is visible", torch.cuda.is_available(), "torch.cuda.is_available() is false")
     if failures:
         return 1
     print(f"device: {torch.cuda.get_device_name(0)}, model: {model}", flush=True)
-    produced = subprocess.run(
-        [sys.executable, __file__, "reference", "--model", model], capture_output=True, text=True, check=False
-    )
-    if produced.returncode:
-        report("vLLM's LLM.generate ran", False, produced.stderr[-4000:])
-        return 1
-    expected = json.loads(produced.stdout.strip().splitlines()[-1])
-    naiad_tps, naiad_ttft = naiad_checks(model, expected)
-    serve_tps, serve_ttft = vllm_serve_load(model, Path(sys.executable).parent)
+    with tempfile.TemporaryDirectory() as folder:
+        output = Path(folder) / "reference.json"
+        command = [sys.executable, __file__, "reference", "--model", model, "--output", str(output)]
+        produced = subprocess.run(
+            [*command, *engine_arg_options(engine_args)], capture_output=True, text=True, check=False
+        )
+        if produced.returncode or not output.exists():
+            report("vLLM's LLM.generate ran", False, (produced.stdout + produced.stderr)[-4000:])
+            return 1
+        expected = json.loads(output.read_text())
+    naiad_tps, naiad_ttft = naiad_checks(model, engine_args, expected)
+    serve_tps, serve_ttft = vllm_serve_load(model, engine_args, Path(sys.executable).parent)
     print(
         f"load: {CLIENTS} streaming clients, {LOAD_REQUESTS} requests of {LOAD_TOKENS} tokens\n"
         f"  naiad (vllm engine, gRPC stream): {naiad_tps:.0f} tokens/s, TTFT p50 {naiad_ttft * 1e3:.1f} ms\n"
@@ -269,11 +303,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["check", "reference"])
     parser.add_argument("--model", required=True, help="a hub id or folder vLLM can load")
+    parser.add_argument(
+        "--engine-arg", action="append", default=[], metavar="KEY=VALUE", help="an engine argument for all three"
+    )
+    parser.add_argument("--output", type=Path, help="reference: the file that receives the texts")
     arguments = parser.parse_args()
+    engine_args = {**ENGINE_ARGS, **dict(parse_engine_arg(option) for option in arguments.engine_arg)}
     if arguments.command == "reference":
-        reference(arguments.model)
+        if arguments.output is None:
+            parser.error("reference needs --output FILE")
+        reference(arguments.model, engine_args, arguments.output)
         return
-    sys.exit(check(arguments.model))
+    sys.exit(check(arguments.model, engine_args))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from naiad_llm.engines._gpu_requests import (
     vllm_sampling_kwargs,
 )
 from naiad_llm.engines._gpu_stats import VllmLoad, trtllm_engine_stats
+from naiad_llm.engines.vllm_engine import spawn_workers
 
 
 def settings(tmp_path: Path, **changes: Any) -> EngineSettings:
@@ -89,6 +90,15 @@ def test_json_schema_becomes_a_structured_output_constraint() -> None:
     assert vllm_sampling_kwargs(SamplingSettings(json_schema={}))["structured_outputs"] == {"json_object": True}
     assert trtllm_sampling_kwargs(SamplingSettings(json_schema={}), 4)["guided_decoding"] == {"json_object": True}
     assert json_constraint(schema) == {"json": schema}
+
+
+def test_vllm_workers_are_spawned_unless_the_operator_chose_a_method() -> None:
+    environ: dict[str, str] = {}
+    spawn_workers(environ)
+    assert environ == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    chosen = {"VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+    spawn_workers(chosen)
+    assert chosen == {"VLLM_WORKER_MULTIPROC_METHOD": "fork"}
 
 
 def test_trtllm_kwargs_leave_off_settings_at_the_runtime_default() -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import aclosing
 from typing import Any
 
@@ -47,6 +48,7 @@ class VllmEngine(Engine):
 
         settings = self._settings
         args = {**settings.args, "model": settings.model}
+        spawn_workers(os.environ)
         try:
             engine_args = AsyncEngineArgs(**args)
             with only_device(settings.device, world_size(args)):
@@ -140,3 +142,15 @@ def _lora_request_class() -> Any:
     from vllm.lora.request import LoRARequest
 
     return LoRARequest
+
+
+WORKER_START_METHOD = "VLLM_WORKER_MULTIPROC_METHOD"
+
+
+def spawn_workers(environ: MutableMapping[str, str]) -> None:
+    """Have vLLM spawn (not fork) its engine-core and worker processes, unless the operator chose.
+
+    A process forked after CUDA was initialised in its parent cannot use CUDA ("Cannot re-initialize
+    CUDA in forked subprocess"), and vLLM does not always notice that the parent did.
+    """
+    environ.setdefault(WORKER_START_METHOD, "spawn")
