@@ -111,9 +111,11 @@ def test_load_errors_match_triton(
     client.unload_model("nowhere")  # unloading an unknown model succeeds, as in Triton
 
 
-def test_a_failed_reload_names_only_the_version_that_failed(
+def test_a_model_loads_all_its_versions_or_none(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:
+    """As in Triton: when one version fails, the versions that loaded are unloaded, and the error
+    names only the version that failed."""
     folder = model_repository.add_model("mixed", CONFIG + "version_policy: { all { } }")
     (folder / "1").mkdir()
     (folder / "1" / "model.py").write_text(DOUBLER)
@@ -121,13 +123,24 @@ def test_a_failed_reload_names_only_the_version_that_failed(
     (folder / "2" / "model.py").write_text(BROKEN)
     server = naiad_server(model_repository.root, args=("--model-control-mode=explicit",))
     client = httpclient.InferenceServerClient(server.http_url)
-    for _ in range(2):  # the second time, version 1 serves on and is unloaded again from the new load
+    for _ in range(2):
         with pytest.raises(InferenceServerException) as caught:
             client.load_model("mixed")
         message = caught.value.message()
         assert message.startswith("load failed for model 'mixed': version 2 is at UNAVAILABLE state: ")
         assert "version 1" not in message
-    assert client.is_model_ready("mixed", "1")
+        assert not client.is_model_ready("mixed", "1")
+        index = {entry["version"]: entry for entry in client.get_model_repository_index() if entry["name"] == "mixed"}
+        assert (index["1"]["state"], index["1"]["reason"]) == ("UNAVAILABLE", "unloaded")
+        assert index["2"]["state"] == "UNAVAILABLE"
+        assert "weights file is corrupt" in index["2"]["reason"]
+    with pytest.raises(InferenceServerException) as caught:
+        client.get_model_metadata("mixed")
+    assert (caught.value.status(), caught.value.message()) == (
+        "404",
+        "Request for unknown model: 'mixed' has no available versions",
+    )
+    assert "version 1, which loaded, is unloaded" in server.logs()
 
 
 def test_load_with_a_config_override(

@@ -275,8 +275,8 @@ class ModelLifecycle:
     def _install(self, plan: _Plan, reuse: Collection[int] = ()) -> None:
         """Load the plan's versions and swap them in for the model's current ones once all are READY.
 
-        When anything fails and the model was serving, the old versions keep serving and the new
-        ones go.
+        A model loads all its versions or none, as in Triton: when any fails, the new versions that
+        loaded are unloaded, and the old versions keep serving if the model was serving.
         """
         record = plan.record
         with self._model_lock(record.name):
@@ -307,12 +307,31 @@ class ModelLifecycle:
                     self._unload_version(status)
                 _drop_override(record)
                 return
+            if failed:
+                self._unload_loaded(record.name, fresh)
             # Versions the model no longer has stay listed while they unload, then as unloaded.
             gone = {v: s for v, s in old.items() if v not in record.versions and (s.ready or s.reason == "unloaded")}
             record.versions = dict(sorted({**gone, **record.versions}.items()))
             self.store(record)
             if previous is not None:
                 self._retire(previous, record, kept)
+
+    def _unload_loaded(self, name: str, fresh: Mapping[int, VersionStatus]) -> None:
+        """Unload the versions of a failed load that did load; they show as UNAVAILABLE "unloaded"."""
+        loaded = [status for status in fresh.values() if status.ready]
+        if not loaded:
+            return
+        logger.warning(
+            "model '%s' failed to load, so version%s %s, which loaded, %s unloaded: a model serves all the "
+            "versions its version policy selects or none; fix the failed version and load the model again",
+            name,
+            "s" if len(loaded) > 1 else "",
+            ", ".join(str(status.version) for status in loaded),
+            "are" if len(loaded) > 1 else "is",
+            extra={"model": name},
+        )
+        for status in loaded:
+            self._unload_version(status)
 
     def _retire(self, previous: ModelRecord, record: ModelRecord, kept: Mapping[int, VersionStatus]) -> None:
         """Unload the previous versions the model did not keep serving as they are."""
