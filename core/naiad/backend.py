@@ -20,7 +20,7 @@ from naiad import datatypes
 from naiad.backend_info import BackendInfo, Capabilities, ModelFormat, OnDisk
 from naiad.backend_model import BackendModel, ModelInstance
 from naiad.cancellation import CancellationToken
-from naiad.config import config_from_json, config_to_json, config_to_json_dict, parse_model_config
+from naiad.config import config_from_json, config_to_json, config_to_json_dict, fill_load_defaults, parse_model_config
 from naiad.contexts import DEFAULT_MAX_BATCH_SIZE, BackendContext, InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.devices import gpu_count
 from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable, unsupported
@@ -120,6 +120,7 @@ __all__ = [
     "config_to_json_dict",
     "datatypes",
     "describe_exit",
+    "fill_load_defaults",
     "gpu_count",
     "hookimpl",
     "invalid_arg",

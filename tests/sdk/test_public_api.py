@@ -68,6 +68,7 @@ SDK = [
     "config_to_json_dict",
     "datatypes",
     "describe_exit",
+    "fill_load_defaults",
     "gpu_count",
     "hookimpl",
     "invalid_arg",

@@ -9,7 +9,7 @@ Typical load sequence::
     versions, warnings = select_versions(config.version_policy, list_version_dirs(model_dir))
 """
 
-from naiad.config.normalize import detect_backend, fill_defaults
+from naiad.config.normalize import detect_backend, fill_defaults, fill_load_defaults
 from naiad.config.parsing import config_from_json, parse_model_config, read_model_config
 from naiad.config.rendering import config_to_json, config_to_json_dict
 from naiad.config.validate import validate_config
@@ -23,6 +23,7 @@ __all__ = [
     "config_to_json_dict",
     "detect_backend",
     "fill_defaults",
+    "fill_load_defaults",
     "list_version_dirs",
     "parse_model_config",
     "read_model_config",

@@ -2,7 +2,8 @@
 
 :func:`detect_backend` is steps 1-2 (name, platform/backend/default file name),
 :func:`fill_defaults` steps 3-7 (version policy, batcher defaults, pinned
-memory, instance groups). Both edit the config in place and take the facts of
+memory, instance groups), of which :func:`fill_load_defaults` are those Triton
+fills before the backend completes the config. Both edit the config in place and take the facts of
 each backend from a :class:`~naiad.backend_info.BackendTable` (Triton's own
 table unless the installed plugins say more).
 """
@@ -15,7 +16,7 @@ from naiad.backend_info import DEFAULT_BACKENDS, BackendInfo, BackendTable
 from naiad.errors import invalid_arg
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
 
-__all__ = ["DEFAULT_MAX_SEQUENCE_IDLE_US", "ENSEMBLE_PLATFORM", "detect_backend", "fill_defaults"]
+__all__ = ["DEFAULT_MAX_SEQUENCE_IDLE_US", "ENSEMBLE_PLATFORM", "detect_backend", "fill_defaults", "fill_load_defaults"]
 
 ENSEMBLE_PLATFORM = "ensemble"
 DEFAULT_MAX_SEQUENCE_IDLE_US = 1_000_000
@@ -80,16 +81,11 @@ def _claim(config: ModelConfig, info: BackendInfo, folder: Path | None) -> bool:
 def fill_defaults(config: ModelConfig, *, gpu_count: int = 0, backends: BackendTable = DEFAULT_BACKENDS) -> None:
     """Apply Triton's load-time defaults (§8 steps 3-7) in place.
 
-    ``version_policy`` (latest 1), batchers' ``preferred_batch_size``
-    (``[max_batch_size]``), ``max_sequence_idle_microseconds`` (1 s), pinned
-    memory and instance groups (non-ensembles), an ensemble's
-    ``model_transaction_policy``; instance groups: one group named after the model
-    when none is given, ``<model>_<index>`` names for unnamed groups, KIND_AUTO
-    resolved by *gpu_count*, ``gpus`` filled for KIND_GPU, ``count`` 1 (2 for
-    KIND_CPU on onnxruntime/tensorflow).
+    Those of :func:`fill_load_defaults`, then batchers' ``preferred_batch_size``
+    (``[max_batch_size]``), ``max_sequence_idle_microseconds`` (1 s) and an
+    ensemble's ``model_transaction_policy``.
     """
-    if not config.HasField("version_policy"):
-        config.version_policy.latest.num_versions = 1
+    fill_load_defaults(config, gpu_count=gpu_count, info=backends.get(config.backend))
     if config.max_batch_size > 0:
         if config.HasField("dynamic_batching") and not config.dynamic_batching.preferred_batch_size:
             config.dynamic_batching.preferred_batch_size.append(config.max_batch_size)
@@ -102,17 +98,33 @@ def fill_defaults(config: ModelConfig, *, gpu_count: int = 0, backends: BackendT
             sequence.oldest.preferred_batch_size.append(config.max_batch_size)
     if config.HasField("sequence_batching") and config.sequence_batching.max_sequence_idle_microseconds == 0:
         config.sequence_batching.max_sequence_idle_microseconds = DEFAULT_MAX_SEQUENCE_IDLE_US
-    if config.platform == ENSEMBLE_PLATFORM or config.HasField("ensemble_scheduling"):
+    if _is_ensemble(config):
         # Triton always shows an ensemble's transaction policy; the loader sets
         # `decoupled` when a composing model is decoupled.
         config.model_transaction_policy.SetInParent()
+
+
+def fill_load_defaults(config: ModelConfig, *, gpu_count: int, info: BackendInfo) -> None:
+    """The defaults Triton fills in before a backend sees the config (so a python model's
+    ``auto_complete_config`` finds them): ``version_policy`` (latest 1) and, except for ensembles,
+    pinned memory and instance groups: one group named after the model when none is given,
+    ``<model>_<index>`` names for unnamed groups, KIND_AUTO resolved by ``gpu_count``, ``gpus``
+    filled for KIND_GPU, ``count`` 1 (``info``'s CPU count for KIND_CPU). Idempotent.
+    """
+    if not config.HasField("version_policy"):
+        config.version_policy.latest.num_versions = 1
+    if _is_ensemble(config):
         return
     optimization = config.optimization
     if not optimization.HasField("input_pinned_memory"):
         optimization.input_pinned_memory.enable = True
     if not optimization.HasField("output_pinned_memory"):
         optimization.output_pinned_memory.enable = True
-    _fill_instance_groups(config, gpu_count, backends.get(config.backend))
+    _fill_instance_groups(config, gpu_count, info)
+
+
+def _is_ensemble(config: ModelConfig) -> bool:
+    return config.platform == ENSEMBLE_PLATFORM or config.HasField("ensemble_scheduling")
 
 
 def _fill_instance_groups(config: ModelConfig, gpu_count: int, info: BackendInfo) -> None:

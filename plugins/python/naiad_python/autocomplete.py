@@ -33,10 +33,15 @@ def complete_config(
     """Run the model's ``auto_complete_config`` (if it has one) and store the result in ``context.config``:
     in a worker process with ``interpreter`` when the model's instances run in workers (that worker is
     returned, for the first instance), in this one otherwise."""
-    from naiad.backend import config_from_json, config_to_json_dict
+    from naiad.backend import ModelConfig as ConfigMessage
+    from naiad.backend import config_from_json, config_to_json_dict, fill_load_defaults, gpu_count
+    from naiad_python import naiad_backend_info
 
     name = context.model_name
-    config_dict = config_to_json_dict(context.config)
+    shown = ConfigMessage()  # what Triton shows the model: its config with the load-time defaults
+    shown.CopyFrom(context.config)
+    fill_load_defaults(shown, gpu_count=gpu_count(), info=naiad_backend_info())
+    config_dict = config_to_json_dict(shown)
     for key, default in (("name", name), ("max_batch_size", 0), ("input", []), ("output", [])):
         config_dict.setdefault(key, default)
     spare: Spawned | None = None

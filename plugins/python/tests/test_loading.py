@@ -70,6 +70,52 @@ def test_auto_complete_without_config_file(load_model: LoadModel) -> None:
     np.testing.assert_array_equal(model.infer({"INPUT0": data}).outputs()["OUTPUT0"], data * 2)
 
 
+def test_auto_complete_sees_the_defaults_triton_fills_in_first(load_model: LoadModel) -> None:
+    """As in Triton: the config handed to auto_complete_config already has its version policy,
+    optimization and instance group; a model may read them."""
+    spec = PythonModelSpec(
+        """
+        import json
+        from pathlib import Path
+
+        class TritonPythonModel:
+            @staticmethod
+            def auto_complete_config(config):
+                Path(__file__).with_name("seen.json").write_text(json.dumps(config.as_dict()))
+                return config
+
+            def execute(self, requests):
+                return []
+        """,
+        config='name: "{name}" backend: "python" max_batch_size: 8 '
+        'input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }] '
+        'output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }]',
+    )
+    model = load_model("seen", spec, auto_complete=True)
+    seen = json.loads((model.model_dir / "1" / "seen.json").read_text())
+    assert seen["instance_group"] == [
+        {
+            "name": "seen",
+            "kind": "KIND_CPU",
+            "count": 1,
+            "gpus": [],
+            "secondary_devices": [],
+            "profile": [],
+            "passive": False,
+            "host_policy": "",
+        }
+    ]
+    assert seen["optimization"] == {
+        "priority": "PRIORITY_DEFAULT",
+        "input_pinned_memory": {"enable": True},
+        "output_pinned_memory": {"enable": True},
+        "gather_kernel_buffer_threshold": 0,
+        "eager_batching": False,
+    }
+    assert seen["version_policy"] == {"latest": {"num_versions": 1}}
+    assert model.config.instance_group[0].count == 1
+
+
 def test_auto_complete_disabled_leaves_the_config_alone(load_model: LoadModel) -> None:
     spec = PythonModelSpec(
         AUTO_COMPLETE.model_py,
