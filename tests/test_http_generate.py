@@ -163,6 +163,18 @@ def test_generate_hands_every_parameter_to_the_model_as_triton_does(server: Serv
     }
 
 
+def test_generate_reads_an_integer_beyond_int64_as_a_double_as_triton_does(server: ServerProcess) -> None:
+    body = {"X": 1.0, "big": 2**63 + 5, "small": -(2**63) - 1, "edge": 2**63 - 1, "neg": -3}
+    response = httpx.post(_url(server, "echo", "generate"), json=body)
+    assert response.status_code == 200
+    assert json.loads(response.json()["PARAMETERS"]) == {
+        "big": 9.223372036854776e18,
+        "small": -9.223372036854776e18,
+        "edge": 2**63 - 1,
+        "neg": -3,
+    }
+
+
 def test_generate_refuses_half_precision_outputs_as_triton_does(server: ServerProcess) -> None:
     error = {"error": "sending FP16 data via JSON is not supported. Please use the binary data format for output"}
     response = httpx.post(_url(server, "echo", "generate"), json={"X": -1.0})

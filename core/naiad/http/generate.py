@@ -30,6 +30,7 @@ from naiad.models import InputSpec, ServingModel
 from naiad.tensor import Tensor
 from naiad.tracing import FrontendTiming
 from naiad.validation import string_count_mismatch
+from naiad.wire import INT64_MAX
 
 EventStream = AsyncGenerator[ResponseEvent, None]
 ONE_RESPONSE_EXPECTED = (
@@ -92,6 +93,8 @@ def _convert(
     spec = specs.get(key)
     if spec is not None:
         inputs[key] = _to_tensor(spec, value, batching, where)
+    elif isinstance(value, int) and not isinstance(value, bool) and not -INT64_MAX - 1 <= value <= INT64_MAX:
+        parameters[key] = float(value)  # as Triton's JSON reader gives an integer beyond int64
     elif isinstance(value, str | int | float | bool):
         parameters[key] = value
     else:
