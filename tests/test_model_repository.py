@@ -111,6 +111,24 @@ def test_load_errors_match_triton(
     client.unload_model("nowhere")  # unloading an unknown model succeeds, as in Triton
 
 
+def test_a_policy_that_selects_no_version_fails_the_load_in_tritons_words(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    folder = model_repository.add_model("v5", CONFIG + "version_policy: { specific { versions: [ 5 ] } }")
+    (folder / "1").mkdir()
+    (folder / "1" / "model.py").write_text(DOUBLER)
+    server = naiad_server(model_repository.root, args=("--model-control-mode=explicit",))
+    expected = (
+        "load failed for model 'v5': at least one version must be available under the version policy of model 'v5'\n"
+    )
+    with pytest.raises(InferenceServerException) as caught:
+        httpclient.InferenceServerClient(server.http_url).load_model("v5")
+    assert (caught.value.status(), caught.value.message()) == ("400", expected)
+    with pytest.raises(InferenceServerException) as caught:
+        grpcclient.InferenceServerClient(server.grpc_url).load_model("v5")
+    assert (caught.value.status(), caught.value.message()) == ("StatusCode.INVALID_ARGUMENT", expected)
+
+
 def test_a_model_loads_all_its_versions_or_none(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:

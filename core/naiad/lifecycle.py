@@ -239,10 +239,14 @@ class ModelLifecycle:
         for warning in warnings:
             logger.warning("model '%s': %s", source.name, warning, extra={"model": source.name})
         if not chosen:
-            record.error = (
-                f"model '{source.name}' has no loadable version: no version folder matches its version policy"
+            record.error = no_version_error(source.name)
+            logger.error(
+                "failed to load model '%s': %s; no version folder matches it (folders found: %s)",
+                source.name,
+                record.error,
+                available or "none",
+                extra={"model": source.name},
             )
-            logger.error("%s (folders found: %s)", record.error, available or "none", extra={"model": source.name})
             return _Plan(record)
         return _Plan(record, config, chosen, from_request=override is not None)
 
@@ -392,7 +396,8 @@ class ModelLifecycle:
         self._install(plan)
         record = plan.record
         if record.error:
-            raise invalid_arg(f"load failed for model '{name}': {record.error}")
+            ending = "\n" if record.error == no_version_error(name) else ""  # Triton's text ends so
+            raise invalid_arg(f"load failed for model '{name}': {record.error}{ending}")
         unready = [status for _, status in sorted(record.versions.items()) if not status.ready]
         # The versions that failed, as Triton names them; not those unloaded again because another failed.
         failed = [status for status in unready if status.failure is not None] or unready
@@ -664,3 +669,8 @@ def _drop_override(record: ModelRecord) -> None:
     if record.override_dir is not None:
         remove_model_folder(record.override_dir)
         record.override_dir = None
+
+
+def no_version_error(name: str) -> str:
+    """Triton's reason for a model whose version policy selects no version folder."""
+    return f"at least one version must be available under the version policy of model '{name}'"
