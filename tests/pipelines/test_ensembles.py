@@ -102,13 +102,16 @@ def test_a_decoupled_step_streams_the_ensembles_responses(server: ServerProcess)
         while True:
             item = responses.get(timeout=10)
             assert not isinstance(item, InferenceServerException), item
+            values.append(int(item.as_numpy("OUT")[0]))  # every response has data: no flag-only final
             if item.get_response().parameters["triton_final_response"].bool_param:
                 break
-            values.append(int(item.as_numpy("OUT")[0]))
     finally:
         client.stop_stream()
         client.close()
+    # As in Triton: the step's flag-only final reaches the ensemble before its last answer is made,
+    # so that answer carries the final flag.
     assert sorted(values) == [0, 10, 20]
+    assert responses.empty()
 
 
 def test_a_decoupled_ensemble_is_refused_over_http(http: httpclient.InferenceServerClient) -> None:

@@ -9,7 +9,8 @@ Each response of a decoupled step starts a *branch*: the steps downstream of tha
 per response, on a copy of the tensors known at that point plus that response's outputs (load-time
 checks guarantee nothing downstream also needs a tensor from another branch). A branch whose
 tensors include every requested output answers the request: once, with the final flag, for a
-non-decoupled ensemble; once per branch, followed by a flag-only final, for a decoupled one.
+non-decoupled ensemble; once per branch for a decoupled one, the last with the final flag when no
+step is left in flight as it is made (as in Triton), else followed by a flag-only final.
 
 As in Triton, a request runs only the steps its requested outputs depend on, and its outputs come
 in the order Triton's map of the ensemble's outputs walks them (:mod:`naiad.hash_order`).
@@ -188,12 +189,12 @@ class EnsembleRun:
                 with self._lock:
                     child = _Branch({**branch.tensors, **produced}, set(self.plan.downstream[step.index] & self._steps))
                     ready = self._take_ready(child, consumers)
-                self._branch_progressed(child, ready)
+                self._branch_progressed(child, ready, closing=event.final)
             else:
                 with self._lock:
                     branch.tensors.update(produced)
                     ready = self._take_ready(branch, consumers)
-                self._branch_progressed(branch, ready)
+                self._branch_progressed(branch, ready, closing=event.final)
         if event.final:
             with self._lock:
                 call.done = True
@@ -201,10 +202,17 @@ class EnsembleRun:
                 self._calls.discard(call)
             self._step_ended()
 
-    def _branch_progressed(self, branch: _Branch, ready: list[Step]) -> None:
+    def _branch_progressed(self, branch: _Branch, ready: list[Step], *, closing: bool) -> None:
+        """Answer a decoupled ensemble's branch once it holds every requested output, then start the
+        steps it made ready. ``closing``: the event that progressed it was its step's last. As in
+        Triton, an answer made when that step was the last in flight carries the final flag (no
+        flag-only response follows)."""
         if self.plan.decoupled and not branch.answered and self._complete(branch):
             branch.answered = True
-            self._send(self._response(branch), final=False)
+            with self._lock:
+                last = closing and not ready and self._in_flight == 1 and not self._done
+                self._done = self._done or last
+            self._send(self._response(branch), final=last)
         self._submit_all(branch, ready)
 
     def _step_ended(self) -> None:

@@ -5,8 +5,9 @@ validated, scheduled and counted in the callee's statistics, and its tensors pas
 a child of the batch the calling ``execute`` serves (:mod:`naiad_python.origin`): cancelled with it,
 and refused when it would call a model that is waiting for it. As in Triton, every failure comes
 back as an error response, never as an exception; a request the server refuses gets Triton's
-``Model <name> - Error when running inference: <reason>``, with the server's error code (a model
-that is not ready: ``Failed for execute the inference request. Model '<name>' is not ready.``).
+``Model <name> - Error when running inference: <reason>`` (a model that is not ready: ``Failed for
+execute the inference request. Model '<name>' is not ready.``). Every error a BLS response carries,
+the callee's own included, has code INTERNAL, as Triton's python backend gives it.
 
 ``timeout`` (microseconds) reaches the callee's request, where its queue policy applies, as in
 Triton: it bounds the wait in a queue, not the call. The request's ``parameters`` reach the callee as
@@ -78,7 +79,7 @@ def _start(request: InferenceRequest, decoupled: bool, api: str) -> ResponseSour
         if not server.model_ready(model, version):  # Triton's python backend asks this before anything else
             error = NaiadError(f"Failed for execute the inference request. Model '{model}' is not ready.", error.code)
         prefix = f"Model {model} - Error when running inference: "
-        return _Refused(InferenceResponse(error=convert.triton_error(error, prefix)))
+        return _Refused(InferenceResponse(error=convert.bls_error(error, prefix)))
     return _Call(core, events)
 
 

@@ -13,7 +13,6 @@ from naiad.backend import ErrorCode, NaiadError, datatypes
 from naiad.backend import InferenceRequest as CoreRequest
 from naiad.backend import InferenceResponse as CoreResponse
 from naiad.backend import Tensor as CoreTensor
-from naiad_python.pbutils.errors import ErrorCode as TritonErrorCode
 from naiad_python.pbutils.errors import TritonError
 from naiad_python.pbutils.request import InferenceRequest
 from naiad_python.pbutils.response import InferenceResponse, InferenceResponseSender, ParameterValue
@@ -67,9 +66,10 @@ def core_error(error: TritonError) -> NaiadError:
     return NaiadError(error.message(), ErrorCode[error.code().name])
 
 
-def triton_error(error: NaiadError, prefix: str = "") -> TritonError:
-    """A ``NaiadError`` as a ``TritonError`` with the same code, its message after ``prefix``."""
-    return TritonError(prefix + error.message, TritonErrorCode[error.code.name])
+def bls_error(error: NaiadError, prefix: str = "") -> TritonError:
+    """A BLS request's failure as the model gets it: its message after ``prefix``, code INTERNAL
+    whatever the cause (a refusal, the callee's own code), as Triton's python backend gives it."""
+    return TritonError(prefix + error.message, TritonError.INTERNAL)
 
 
 def bls_response(response: CoreResponse) -> InferenceResponse:
@@ -79,7 +79,7 @@ def bls_response(response: CoreResponse) -> InferenceResponse:
     ``pb_utils`` cannot carry, make it an error response, as in Triton.
     """
     if response.error is not None:
-        return InferenceResponse(error=triton_error(response.error))
+        return InferenceResponse(error=bls_error(response.error))
     parameters: dict[str, ParameterValue] = {}
     for key, value in response.parameters.items():
         if not isinstance(value, bool | int | str):

@@ -118,6 +118,20 @@ RAISES = PythonModelSpec(
     ),
 )
 
+REJECTS = PythonModelSpec(
+    model_py="""
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            error = pb_utils.TritonError("no such item", pb_utils.TritonError.NOT_FOUND)
+            return [pb_utils.InferenceResponse(error=error) for _ in requests]
+    """,
+    config=_config(
+        '{ name: "X" data_type: TYPE_FP32 dims: [ -1 ] }', '{ name: "Y" data_type: TYPE_FP32 dims: [ -1 ] }'
+    ),
+)
+
 # -- callers -----------------------------------------------------------------------------------
 
 CALL_ADD_SUB = PythonModelSpec(
@@ -290,6 +304,7 @@ BLS_ERRORS = PythonModelSpec(
         "bad_input": lambda: [request("add_sub", [ADD_SUB_IN], ["OUTPUT0"]).exec()],
         "duplicate_input": lambda: [request("add_sub", [ADD_SUB_IN, ADD_SUB_IN], ["OUTPUT0"]).exec()],
         "raises": lambda: [request("raises", [pb_utils.Tensor("X", np.ones(2, np.float32))], ["Y"]).exec()],
+        "rejects": lambda: [request("rejects", [pb_utils.Tensor("X", np.ones(2, np.float32))], ["Y"]).exec()],
         "decoupled": lambda: [request("repeat", [pb_utils.Tensor("IN", np.ones(2, np.int32))], ["OUT"]).exec()],
         "self": lambda: [request("bls_errors", [], []).exec()],
         "timeout": lambda: [request("sleeper", [SLEEP], ["SLEPT"], timeout=50_000).exec()],

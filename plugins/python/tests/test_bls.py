@@ -38,6 +38,7 @@ from .bls_models import (
     GATHER_SLEEPS,
     LATE_CALLER,
     RAISES,
+    REJECTS,
     REQUEST_ECHO,
     SLEEPER,
     ZERO_COPY,
@@ -66,6 +67,7 @@ def server(isolation: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "sleeper": SLEEPER,
         "address": ADDRESS,
         "raises": RAISES,
+        "rejects": REJECTS,
         "call_add_sub": CALL_ADD_SUB,
         "gather_sleeps": GATHER_SLEEPS,
         "call_repeat": CALL_REPEAT,
@@ -201,21 +203,21 @@ def test_errors_come_back_as_responses_with_tritons_text(client: Client, server:
     assert _error_case(client, "unknown") == (
         "Model missing - Error when running inference: Failed for execute the inference request. Model 'missing' "
         "is not ready.",
-        "NOT_FOUND",
+        "INTERNAL",  # Triton's code for every refused BLS request
         1,
     )
-    assert _error_case(client, "unknown_decoupled")[1:] == ("NOT_FOUND", 1)  # one error response, then the end
+    assert _error_case(client, "unknown_decoupled")[1:] == ("INTERNAL", 1)  # one error response, then the end
     assert _error_case(client, "bad_input") == (
         "Model add_sub - Error when running inference: [request id: <id_unknown>] expected 2 inputs but got 1 "
         "inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. Please "
         "provide all required input(s).",
-        "INVALID_ARG",
+        "INTERNAL",
         1,
     )
     assert _error_case(client, "duplicate_input") == (
         "Model add_sub - Error when running inference: [request id: <id_unknown>] input 'INPUT0' already exists "
         "in request",
-        "INVALID_ARG",
+        "INTERNAL",
         1,
     )
     raises_file = server.server.options.model_repositories[0] / "raises" / "1" / "model.py"
@@ -225,11 +227,12 @@ def test_errors_come_back_as_responses_with_tritons_text(client: Client, server:
         "INTERNAL",
         1,
     )
+    assert _error_case(client, "rejects") == ("no such item", "INTERNAL", 1)  # the callee said NOT_FOUND
     assert _error_case(client, "decoupled") == (
         "Model repeat - Error when running inference: Model repeat is using the decoupled. The current BLS request "
         "call doesn't support models using the decoupled transaction policy. Please use 'decoupled=True' argument "
         "to the 'exec' or 'async_exec' calls for decoupled models.'",
-        "UNSUPPORTED",
+        "INTERNAL",
         1,
     )
     assert _error_case(client, "init") == ("BLS is only supported during the 'execute' function.", "", 0)
@@ -255,7 +258,7 @@ def test_a_caller_that_gives_up_cancels_the_call(client: Client) -> None:
 
 def test_a_cycle_is_refused_instead_of_deadlocking(client: Client) -> None:
     message, code, _ = _error_case(client, "self")
-    assert code == "INVALID_ARG"
+    assert code == "INTERNAL"
     assert message.startswith(
         "Model bls_errors - Error when running inference: request cycle: model 'bls_errors' -> 'bls_errors'"
     )
@@ -267,7 +270,7 @@ def test_a_cycle_is_refused_instead_of_deadlocking(client: Client) -> None:
     assert "Model ping - Error when running inference: request cycle: model 'ping' -> 'pong' -> 'ping'" in str(
         cycle.value.message()
     )
-    assert cycle.value.status() == ("400" if client.protocol == "http" else "StatusCode.INVALID_ARGUMENT")
+    assert cycle.value.status() == ("500" if client.protocol == "http" else "StatusCode.INTERNAL")
 
 
 def test_bls_outputs_pass_on_without_a_copy(server: ThreadedServer, client: Client, isolation: str) -> None:
