@@ -156,6 +156,35 @@ def scale_onnx() -> bytes:
     return model.SerializeToString()
 
 
+WITHOUT_EXTRA = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy() * 2)])
+            for r in requests
+        ]
+"""
+
+OPTIONAL_SUM = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "A").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "B")
+            total = a + (b.as_numpy() if b is not None else np.full_like(a, 100))
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("S", total.astype(np.float32))]))
+        return responses
+"""
+
+
 def tensor(name: str, data_type: str, dims: str) -> str:
     return f'{{ name: "{name}" data_type: {data_type} dims: {dims} }}'
 
@@ -310,6 +339,33 @@ def build_repository(root: Path) -> Path:
             [tensor("X", "TYPE_FP32", vec)],
             [tensor("SUM2", "TYPE_FP32", vec), tensor("DIFF", "TYPE_FP32", vec)],
             [step("add_one", {"X": "X"}, {"Y": "SUM2"}), step("echo_parameters", {"X": "X"}, {"Y": "DIFF"})],
+        ),
+        {"1/.keep": ""},
+    )
+    builder.add_python_model(  # declares EXTRA, never sends it
+        "without_extra",
+        WITHOUT_EXTRA,
+        python_config(
+            [tensor("X", "TYPE_FP32", vec)], [tensor("Y", "TYPE_FP32", vec), tensor("EXTRA", "TYPE_FP32", vec)]
+        ),
+    )
+    builder.add_python_model(
+        "optional_sum",
+        OPTIONAL_SUM,
+        python_config(
+            [tensor("A", "TYPE_FP32", vec), '{ name: "B" data_type: TYPE_FP32 dims: [ 4 ] optional: true }'],
+            [tensor("S", "TYPE_FP32", vec)],
+        ),
+    )
+    builder.add_model(
+        "partial",
+        ensemble(
+            [tensor("X", "TYPE_FP32", vec)],
+            [tensor("S", "TYPE_FP32", vec), tensor("EXTRA", "TYPE_FP32", vec)],
+            [
+                step("without_extra", {"X": "X"}, {"Y": "y", "EXTRA": "EXTRA"}),
+                step("optional_sum", {"A": "y", "B": "EXTRA"}, {"S": "S"}),
+            ],
         ),
         {"1/.keep": ""},
     )

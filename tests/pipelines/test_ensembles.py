@@ -114,6 +114,19 @@ def test_a_decoupled_step_streams_the_ensembles_responses(server: ServerProcess)
     assert responses.empty()
 
 
+def test_an_output_a_step_never_sends_is_left_out_and_an_optional_input_goes_without_it(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    """As in Triton: a step's declared output it answers without counts as known but empty, so the
+    step taking it as an optional input runs without it and the ensemble's answer leaves it out."""
+    tensor = httpclient.InferInput("X", [4], "FP32")
+    tensor.set_data_from_numpy(VECTOR)
+    result = http.infer("partial", [tensor])
+    np.testing.assert_array_equal(result.as_numpy("S"), VECTOR * 2 + 100)  # B was not given to optional_sum
+    assert [output["name"] for output in result.get_response()["outputs"]] == ["S"]
+    assert http.get_inference_statistics("partial")["model_stats"][0]["inference_stats"]["fail"]["count"] == 0
+
+
 def test_a_decoupled_ensemble_is_refused_over_http(http: httpclient.InferenceServerClient) -> None:
     with pytest.raises(InferenceServerException, match="doesn't support models with decoupled transaction policy"):
         http.infer("streaming", [_http_input("N", np.array([1], dtype=np.int32), "INT32")])

@@ -75,10 +75,15 @@ class EnsemblePlan:
 
 @dataclass(eq=False, slots=True)
 class _Branch:
-    """The ensemble tensors one line of responses has produced, and the steps it has yet to start."""
+    """The ensemble tensors one line of responses has produced, and the steps it has yet to start.
+
+    ``missing``: tensors a step answered without; as in Triton they count as known, so a step that
+    takes one as an (optional) input runs without it and the answer leaves it out.
+    """
 
     tensors: dict[str, Tensor]
     pending: set[int]
+    missing: set[str] = field(default_factory=set)
     answered: bool = False
 
 
@@ -137,10 +142,11 @@ class EnsembleRun:
         steps = self.plan.graph.steps
         tensors = branch.tensors
         absent = self._absent
+        missing = branch.missing
         ready = []
         for index in candidates:
             step = steps[index]
-            if index in branch.pending and all(t in tensors or t in absent for t in step.consumes):
+            if index in branch.pending and all(t in tensors or t in absent or t in missing for t in step.consumes):
                 branch.pending.discard(index)
                 ready.append(step)
         self._in_flight += len(ready)
@@ -184,15 +190,18 @@ class EnsembleRun:
         elif response is not None and (response.outputs or not decoupled):
             names = step.output_map
             produced = {names[t.name]: _renamed(t, names[t.name]) for t in response.outputs if t.name in names}
+            missing = {tensor for tensor in names.values() if tensor not in produced}
             consumers = self.plan.consumers_of[step.index]
             if decoupled:  # a branch of its own: the downstream steps run once per response
                 with self._lock:
-                    child = _Branch({**branch.tensors, **produced}, set(self.plan.downstream[step.index] & self._steps))
+                    pending = set(self.plan.downstream[step.index] & self._steps)
+                    child = _Branch({**branch.tensors, **produced}, pending, branch.missing | missing)
                     ready = self._take_ready(child, consumers)
                 self._branch_progressed(child, ready, closing=event.final)
             else:
                 with self._lock:
                     branch.tensors.update(produced)
+                    branch.missing |= missing
                     ready = self._take_ready(branch, consumers)
                 self._branch_progressed(branch, ready, closing=event.final)
         if event.final:
@@ -274,11 +283,11 @@ class EnsembleRun:
         self.request.sender.send(response, final=final)
 
     def _complete(self, branch: _Branch) -> bool:
-        return all(name in branch.tensors for name in self._wanted)
+        return all(name in branch.tensors or name in branch.missing for name in self._wanted)
 
     def _response(self, branch: _Branch) -> InferenceResponse:
         request = self.request
-        outputs = [branch.tensors[name] for name in self._wanted]
+        outputs = [branch.tensors[name] for name in self._wanted if name in branch.tensors]
         # Triton's ensembles answer with the request's sequence settings as response parameters.
         parameters: dict[str, ParameterValue] = {
             "sequence_id": request.correlation_id,
