@@ -42,7 +42,10 @@ def test_serve_help_shows_defaults_and_points_to_the_docs() -> None:
     assert "--http-port PORT HTTP/REST port (default: 8000)" in text
     assert "--strict-readiness BOOL true: /v2/health/ready is 200 only while every model is READY" in text
     assert "only the server's state counts (default: true)" in text
-    assert "--exit-timeout-secs SECONDS how long shutdown waits for in-flight requests (default: 30.0)" in text
+    assert (
+        "--exit-timeout-secs SECONDS how long shutdown waits for in-flight requests; past it naiad stops without "
+        "them and exits 1 (default: 30.0)"
+    ) in text
     assert "(default: [])" not in text  # repeatable flags have no default to show
     assert "(default: None)" not in text
     assert text.endswith("Every flag, with its default and what it changes: docs/cli.md.")

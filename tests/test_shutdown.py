@@ -75,3 +75,49 @@ def test_sigterm_drains_in_flight_requests(
     np.testing.assert_array_equal(results[0], [42])
     assert 503 in statuses
     assert (model_dir / "finalized").read_text() == "yes"
+
+
+STUCK = """
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(25)  # longer than the exit timeout and the watchdog's grace together
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", r.inputs()[0].as_numpy())]) for r in requests]
+"""
+
+
+def test_past_the_exit_timeout_the_server_stops_without_its_requests_and_exits_1(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    """As Triton: a request still running when --exit-timeout-secs passes does not hold the server;
+    an execute that never returns is left behind by the watchdog, with a log line for each step."""
+    model_repository.add_python_model("stuck", STUCK, CONFIG)
+    server = naiad_server(model_repository.root, args=("--exit-timeout-secs=1",))
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
+    tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+    tensor.set_data_from_numpy(np.array([1], dtype=np.float32))
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            outcome.append(client.infer("stuck", [tensor]))
+        except Exception as error:  # the connection closes under it
+            outcome.append(error)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    time.sleep(1.0)  # the request is executing now
+    stopped = time.monotonic()
+    server.process.terminate()
+    assert server.process.wait(60) == 1
+    assert time.monotonic() - stopped < 22  # 1 s of exit timeout, then at most 15 s of watchdog grace and some
+    logs = server.logs()
+    assert "exit timeout expired: 1 request(s) still in flight 1 s after the stop signal" in logs
+    assert "naiad is still stopping 15 s after the exit timeout passed" in logs
+    worker.join(10)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], Exception)

@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative_seconds,
         default=30.0,
         metavar="SECONDS",
-        help="how long shutdown waits for in-flight requests",
+        help="how long shutdown waits for in-flight requests; past it naiad stops without them and exits 1",
     )
     serve.add_argument(
         "--rate-limit",
@@ -680,12 +680,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return_large_blocks_to_os()
     raise_open_file_limit()
     try:
+        server = Server(options, logs=logs)
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(Server(options, logs=logs).run(when_ready=settle_heap))  # it serves from now on
+            runner.run(server.run(when_ready=settle_heap))  # it serves from now on
     except (StartupError, OSError) as error:
         logger.error("naiad cannot start: %s", error)
         return 1
-    return 0
+    return 1 if server.exit_timed_out else 0
 
 
 if __name__ == "__main__":

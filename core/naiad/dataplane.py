@@ -113,6 +113,11 @@ class DataPlane:
         self._state = state
         self.service.accepting = state is not ServerState.EXITING
 
+    @property
+    def in_flight(self) -> int:
+        """How many frontend requests are unfinished."""
+        return self._in_flight
+
     def enter(self) -> None:
         self._in_flight += 1
         self._idle.clear()

@@ -18,6 +18,7 @@ from naiad import __version__
 from naiad.dataplane import DataPlane, ServerState
 from naiad.devices import gpu_count
 from naiad.errors import NaiadError
+from naiad.exit_watchdog import ExitWatchdog
 from naiad.grpc import GrpcFrontend, GrpcSettings
 from naiad.http import build_app
 from naiad.http.serving import HttpFrontend, bind_socket
@@ -148,6 +149,8 @@ class Server:
             self.metrics_registry.register(CacheCollector(self.response_cache))
         self.metrics_registry.register(self.custom_metrics)
         self._stop = asyncio.Event()
+        self.exit_timed_out = False  # the exit timeout passed with requests in flight
+        self._watchdog: ExitWatchdog | None = None
         self._frontends: list[HttpFrontend | GrpcFrontend | MetricsFrontend] = []  # the started ones
         self._poller: asyncio.Task[None] | None = None
 
@@ -234,10 +237,26 @@ class Server:
         )
 
     async def drain(self) -> None:
-        """Refuse new requests and wait for the frontends' in-flight ones (``exit_timeout_secs`` at most)."""
+        """Refuse new requests and wait for the frontends' in-flight ones (``exit_timeout_secs`` at most).
+
+        Past the timeout the server stops without them, as Triton does: :attr:`exit_timed_out` is set
+        (``naiad serve`` then exits with code 1) and a watchdog bounds the rest of the shutdown.
+        """
         logger.info("shutting down: readiness is now 503; waiting for in-flight requests")
         self.dataplane.state = ServerState.EXITING
-        await self.dataplane.wait_idle(self.options.exit_timeout_secs)
+        timeout = self.options.exit_timeout_secs
+        if await self.dataplane.wait_idle(timeout):
+            return
+        self.exit_timed_out = True
+        logger.error(
+            "exit timeout expired: %d request(s) still in flight %g s after the stop signal; stopping without "
+            "them (their clients get an error or a closed connection) and exiting with code 1. Give requests "
+            "longer to finish with a larger --exit-timeout-secs",
+            self.dataplane.in_flight,
+            timeout,
+        )
+        self._watchdog = ExitWatchdog()
+        self._watchdog.start()
 
     async def close(self) -> None:
         """Stop the frontends, unload every model (finishing accepted requests), finalize the backends."""
@@ -255,6 +274,8 @@ class Server:
         self.service.tracer.close()
         self.dataplane.shared_memory.close()
         self.system_metrics.close()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         logger.info("naiad stopped")
 
     def _build_frontends(self) -> list[HttpFrontend | GrpcFrontend | MetricsFrontend]:

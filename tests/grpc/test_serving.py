@@ -137,6 +137,7 @@ def test_shutdown_ends_open_streams(core_repository: Path, grpc_repository: Path
     delay.set_data_from_numpy(np.array([0.01], dtype=np.float32))
     client.async_stream_infer("repeat_int32", [count, delay])
     answers.get(timeout=30)
-    assert server.stop(timeout=20) == 0
+    assert server.stop(timeout=20) == 1  # as Triton: the exit timeout passed with the stream in flight
+    assert "exit timeout expired: 1 request(s) still in flight 1 s after the stop signal" in server.logs()
     client.stop_stream()
     client.close()
