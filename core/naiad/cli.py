@@ -682,7 +682,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = Server(options, logs=logs)
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(server.run(when_ready=settle_heap))  # it serves from now on
+            runner.run(server.run(when_ready=settle_heap, exit_watchdog=True))  # it serves from now on
     except (StartupError, OSError) as error:
         logger.error("naiad cannot start: %s", error)
         return 1

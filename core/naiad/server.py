@@ -175,11 +175,13 @@ class Server:
         """Begin a graceful shutdown (what SIGTERM and SIGINT do)."""
         self._stop.set()
 
-    async def run(self, *, when_ready: Callable[[], None] | None = None) -> None:
+    async def run(self, *, when_ready: Callable[[], None] | None = None, exit_watchdog: bool = False) -> None:
         """Serve until stopped; then drain in-flight requests, unload models and return.
 
         ``when_ready`` runs once the server is READY (``naiad serve`` settles its heap there: see
         :mod:`naiad.heap`; a server run inside another program leaves that program's collector alone).
+        ``exit_watchdog`` (``naiad serve``): when the exit timeout passed with requests in flight, the
+        process exits 15 s later even if a model still holds it (:mod:`naiad.exit_watchdog`).
         """
         loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
@@ -191,6 +193,9 @@ class Server:
                 when_ready()
             await self._stop.wait()
             await self.drain()
+            if self.exit_timed_out and exit_watchdog:  # the process must end: see naiad.exit_watchdog
+                self._watchdog = ExitWatchdog()
+                self._watchdog.start()
         finally:
             await self.close()
 
@@ -239,8 +244,8 @@ class Server:
     async def drain(self) -> None:
         """Refuse new requests and wait for the frontends' in-flight ones (``exit_timeout_secs`` at most).
 
-        Past the timeout the server stops without them, as Triton does: :attr:`exit_timed_out` is set
-        (``naiad serve`` then exits with code 1) and a watchdog bounds the rest of the shutdown.
+        Past the timeout the server stops without them, as Triton does, and :attr:`exit_timed_out` is
+        set (``naiad serve`` then exits with code 1).
         """
         logger.info("shutting down: readiness is now 503; waiting for in-flight requests")
         self.dataplane.state = ServerState.EXITING
@@ -250,13 +255,11 @@ class Server:
         self.exit_timed_out = True
         logger.error(
             "exit timeout expired: %d request(s) still in flight %g s after the stop signal; stopping without "
-            "them (their clients get an error or a closed connection) and exiting with code 1. Give requests "
-            "longer to finish with a larger --exit-timeout-secs",
+            "them (their clients get an error or a closed connection). Give requests longer to finish with a "
+            "larger exit timeout (--exit-timeout-secs)",
             self.dataplane.in_flight,
             timeout,
         )
-        self._watchdog = ExitWatchdog()
-        self._watchdog.start()
 
     async def close(self) -> None:
         """Stop the frontends, unload every model (finishing accepted requests), finalize the backends."""
