@@ -562,7 +562,13 @@ def test_killing_the_server_leaves_no_worker_and_nothing_in_dev_shm(tmp_path: Pa
         time.sleep(0.05)
     assert not _alive(pid)
     assert not _alive(template)
-    assert set(os.listdir("/dev/shm")) - before == set()
+    assert _ours(set(os.listdir("/dev/shm")) - before) == set()
+
+
+def _ours(names: set[str]) -> set[str]:
+    """The /dev/shm entries a naiad process could have made (its own, Python's shared memory and
+    semaphores); other programs on the machine, a perf_analyzer run say, add theirs meanwhile."""
+    return {name for name in names if name.startswith(("naiad", "psm_", "sem.", "mp-"))}
 
 
 FAILING_FINALIZE = """

@@ -89,15 +89,26 @@ class _Worker:
 
 
 class _Batch:
-    """A batch running in the worker: its requests, and the worker's ``executed`` message once it came."""
+    """A batch running in the worker: its requests, and the worker's ``executed`` message once it came.
 
-    __slots__ = ("executed", "fds", "future", "requests")
+    Its compute phase, as Triton's python backend times it, runs from the batch's message leaving for
+    the worker until the worker's ``executed`` message is back (the hops included).
+    """
+
+    __slots__ = ("executed", "executed_ns", "fds", "future", "requests", "sent_ns")
 
     def __init__(self, requests: Sequence[InferenceRequest], loop: asyncio.AbstractEventLoop) -> None:
         self.requests = requests
         self.future: asyncio.Future[None] = loop.create_future()  # done when it ended, or its worker died
         self.executed: Message | None = None
+        self.sent_ns = 0  # monotonic ns
+        self.executed_ns = 0
         self.fds: list[int] = []  # the new scratch arenas its responses are in, in order
+
+    def arrived(self, message: Message, fds: list[int]) -> None:
+        """The worker's ``executed`` message for this batch came."""
+        self.executed_ns = time.monotonic_ns()
+        self.executed, self.fds = message, fds
 
     def end(self) -> None:
         """Wake the ``execute`` waiting for the batch (on the loop)."""
@@ -210,7 +221,7 @@ class IsolatedInstance(ModelInstance):
             worker.inputs.released()
             with self._lock:
                 batch = self._batches.pop(message["batch"])
-            batch.executed = message
+            batch.arrived(message, [])
             batch.end_from_thread()
         elif op == "call" and message["name"] == "submit":
             self._submit_bls(worker, message, fds)
@@ -386,6 +397,7 @@ class IsolatedInstance(ModelInstance):
         if not self._decoupled and not worker.watched:
             self._watch_control(worker, loop)
         message = {"op": "execute", "batch": keys[0], "arena": arena, "requests": entries}
+        batch.sent_ns = time.monotonic_ns()
         try:
             worker.channel.send(message, None if fd is None else [fd])
         except ChannelClosed:
@@ -439,14 +451,14 @@ class IsolatedInstance(ModelInstance):
             for fd in fds:
                 os.close(fd)
             return
-        batch.executed, batch.fds = message, fds
+        batch.arrived(message, fds)
         batch.end()
 
     def _finish(self, worker: _Worker, batch: _Batch, requests: Sequence[InferenceRequest]) -> None:
         """Report the batch's compute, then send the responses its ``execute`` returned (a decoupled
         model's returns none); the worker reuses their space at its next batch."""
         assert batch.executed is not None
-        report_compute(requests, *batch.executed["compute"])
+        report_compute(requests, batch.sent_ns, batch.executed_ns)
         for reply in batch.executed["responses"]:
             self._adopt(worker.returned, reply, batch.fds)
             self._respond(worker.returned, reply)

@@ -76,7 +76,6 @@ class Worker:
         self.bls = BlsClient(self.calls, channel, self.outputs, self._key_of)
         # Responses a non-decoupled batch sends on the main thread go out with "executed", in one message.
         self._held: list[tuple[Message, int | None]] | None = None
-        self._compute = (0, 0)  # the running batch's compute phase: start and end, monotonic ns
         self._main = threading.get_ident()
 
     def serve(self) -> None:
@@ -186,14 +185,13 @@ class Worker:
         if not decoupled:
             self.returned.begin_batch()
             self._held = []
-        self._compute = (0, 0)
         try:
             with origin.serving_in_worker(served):  # BLS requests made inside name these as their parents
-                self.instance.execute_received(batch, self._report_compute)
+                self.instance.execute_received(batch, _timed_by_the_server)
         finally:
             held, self._held = self._held or [], None
             fds = [fd for _, fd in held if fd is not None]
-            executed = {"op": "executed", "batch": message["batch"], "compute": self._compute}
+            executed = {"op": "executed", "batch": message["batch"]}
             executed["responses"] = [reply for reply, _ in held]
             try:  # a decoupled batch's end follows the responses it sent, on the same socket
                 (self.channel if decoupled else self.control).send(executed, fds or None)
@@ -222,10 +220,6 @@ class Worker:
             sender=sender,
             is_cancelled=request.is_cancelled,
         )
-
-    def _report_compute(self, start_ns: int, end_ns: int) -> None:
-        """The running batch's compute phase, sent with its end (the same for every request of it)."""
-        self._compute = (start_ns, end_ns)
 
     @staticmethod
     def _key_of(served: RunningRequest) -> int:
@@ -275,6 +269,11 @@ class Worker:
     def _is_ready(self, token: int) -> None:
         ready = bool(self.instance is not None and asyncio.run(self.instance.is_ready()))
         self.channel.send({"op": "ready", "token": token, "value": ready})
+
+
+def _timed_by_the_server(start_ns: int, end_ns: int) -> None:
+    """A worker's batch is timed by the server, from sending it to its end coming back (as Triton's
+    python backend times a stub's), so the worker's own timing goes nowhere."""
 
 
 def main(arguments: Sequence[str]) -> None:
