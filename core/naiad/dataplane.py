@@ -129,9 +129,6 @@ class DataPlane:
 
     # -- health and metadata -----------------------------------------------------------------
 
-    def live(self) -> bool:
-        return self.state is not ServerState.EXITING
-
     def ready(self) -> bool:
         if self.state is not ServerState.READY:
             return False

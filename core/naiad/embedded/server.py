@@ -331,7 +331,7 @@ class Server:
 
     def live(self) -> bool:
         """Whether the server is started and not stopping."""
-        return self._core is not None and not self._stopped and self._core.dataplane.live()
+        return self._core is not None and not self._stopped
 
     def ready(self) -> bool:
         """Whether the server is READY (with ``strict_readiness``: and every model too)."""

@@ -60,7 +60,7 @@ class InferenceServicer:
     # -- unary RPCs ----------------------------------------------------------------------------
 
     async def server_live(self, request: pb.ServerLiveRequest) -> pb.ServerLiveResponse:
-        return pb.ServerLiveResponse(live=self._dataplane.live())
+        return pb.ServerLiveResponse(live=True)  # draining included, as over HTTP (naiad.http.app)
 
     async def server_ready(self, request: pb.ServerReadyRequest) -> pb.ServerReadyResponse:
         return pb.ServerReadyResponse(ready=self._dataplane.ready())

@@ -71,7 +71,9 @@ def build_app(
     """
 
     async def live(request: Request) -> Response:
-        return _EMPTY_OK if dataplane.live() else _EXITING
+        # Live while the process answers, draining included, as Triton's liveness: a liveness probe
+        # failing during a graceful drain would have the pod killed before the drain ends.
+        return _EMPTY_OK
 
     async def ready(request: Request) -> Response:
         if dataplane.state is ServerState.EXITING:
