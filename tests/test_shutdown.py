@@ -75,6 +75,7 @@ def test_sigterm_drains_in_flight_requests(
     assert server.process.wait(30) == 0
     np.testing.assert_array_equal(results[0], [42])
     assert (503, 200) in statuses
+    assert "SIGTERM received" in server.logs()
     assert (model_dir / "finalized").read_text() == "yes"
 
 

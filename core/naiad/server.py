@@ -171,8 +171,10 @@ class Server:
             or "no model yet (a model uses it once its config says response_cache { enable: true })",
         )
 
-    def request_stop(self) -> None:
-        """Begin a graceful shutdown (what SIGTERM and SIGINT do)."""
+    def request_stop(self, received: signal.Signals | None = None) -> None:
+        """Begin a graceful shutdown (what SIGTERM and SIGINT do; ``received`` names the signal)."""
+        if received is not None and not self._stop.is_set():
+            logger.info("%s received", received.name)
         self._stop.set()
 
     async def run(self, *, when_ready: Callable[[], None] | None = None, exit_watchdog: bool = False) -> None:
@@ -186,7 +188,7 @@ class Server:
         loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
             for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.request_stop)
+                loop.add_signal_handler(sig, self.request_stop, sig)
         try:
             await self.start()
             if when_ready is not None:
