@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import http.client
+import queue
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
@@ -123,3 +126,37 @@ def test_past_the_exit_timeout_the_server_stops_without_its_requests_and_exits_1
     worker.join(10)
     assert len(outcome) == 1
     assert isinstance(outcome[0], Exception)
+
+
+def test_a_stream_opened_while_the_server_drains_is_refused_at_once(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    """As a unary call is: UNAVAILABLE at once, so the call neither hangs nor holds the shutdown."""
+    model_repository.add_python_model("slow", SLOW, CONFIG)
+    server = naiad_server(model_repository.root)
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=30)
+    tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+    tensor.set_data_from_numpy(np.array([1], dtype=np.float32))
+    worker = threading.Thread(target=lambda: client.infer("slow", [tensor]), daemon=True)
+    worker.start()
+    time.sleep(0.5)  # the request is executing now
+    signalled = time.monotonic()
+    server.process.terminate()
+    deadline = time.monotonic() + 5
+    while _status(server.http_port, "/v2/health/ready") != 503 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    errors: queue.Queue[object] = queue.Queue()
+    stream = grpcclient.InferenceServerClient(server.grpc_url)
+    stream.start_stream(callback=lambda result, error: errors.put(error or result))
+    late = grpcclient.InferInput("INPUT0", [1], "FP32")
+    late.set_data_from_numpy(np.array([2], dtype=np.float32))
+    stream.async_stream_infer("slow", [late])
+    refusal = errors.get(timeout=5)
+    assert isinstance(refusal, InferenceServerException)
+    assert refusal.status() == "StatusCode.UNAVAILABLE"
+    assert refusal.message() == "Server not ready: it is shutting down"
+    assert server.process.wait(30) == 0
+    assert time.monotonic() - signalled < 4.5  # the slow request's 1 s more, no 5 s stream grace
+    stream.stop_stream()
+    stream.close()
+    worker.join(10)

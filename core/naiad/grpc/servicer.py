@@ -26,7 +26,7 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.message import Message
 
 from naiad import trace_settings
-from naiad.dataplane import DataPlane, refuse_named_repository
+from naiad.dataplane import DataPlane, ServerState, refuse_named_repository
 from naiad.errors import NaiadError, invalid_arg
 from naiad.grpc import codec, infer, messages, restricted
 from naiad.grpc.arenas import trim_after_call
@@ -38,6 +38,7 @@ from naiad.memory import trim_soon
 from naiad.overrides import FILE_PREFIX
 from naiad.protocol import grpc_service_pb2 as pb
 from naiad.restrictions import Restriction, Restrictions
+from naiad.service import SHUTTING_DOWN
 from naiad.shared_memory import CUDA, SYSTEM
 from naiad.tracing import FrontendTiming
 
@@ -222,6 +223,9 @@ class InferenceServicer:
 
     async def model_stream_infer(self, requests: Any, context: Any) -> None:
         if restricted.refused(self._restrictions.get(restricted.GROUPS["ModelStreamInfer"]), context):
+            return
+        if self._dataplane.state is ServerState.EXITING:  # as a unary call is refused: the call ends now,
+            fail(context, grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)  # not when the shutdown's grace ends
             return
         end_on_error = None
         if _strict_errors(context):
