@@ -161,6 +161,68 @@ def test_a_model_loads_all_its_versions_or_none(
     assert "version 1, which loaded, is unloaded" in server.logs()
 
 
+def test_a_load_failing_on_several_versions_names_them_newest_first(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    """Triton's text: each failed version ends in ";", newest first, one newline at the end."""
+    folder = model_repository.add_model("both", CONFIG + "version_policy: { all { } }")
+    for version in ("1", "2"):
+        (folder / version).mkdir()
+        (folder / version / "model.py").write_text(BROKEN)
+    server = naiad_server(model_repository.root, args=("--model-control-mode=explicit",))
+    for client in (
+        httpclient.InferenceServerClient(server.http_url),
+        grpcclient.InferenceServerClient(server.grpc_url),
+    ):
+        with pytest.raises(InferenceServerException) as caught:
+            client.load_model("both")
+        reasons = {
+            entry["version"]: entry["reason"]
+            for entry in httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
+            if entry["name"] == "both"
+        }
+        assert "weights file is corrupt" in reasons["1"]
+        assert caught.value.message() == (
+            f"load failed for model 'both': version 2 is at UNAVAILABLE state: {reasons['2']};"
+            f"version 1 is at UNAVAILABLE state: {reasons['1']};\n"
+        )
+
+
+def test_a_reload_that_drops_versions_succeeds(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    """A version the new config or folder no longer selects unloads; the load itself succeeds, as in
+    Triton, and so do later loads (the dropped version stays listed as unloaded)."""
+    folder = model_repository.add_model("versions", CONFIG + "version_policy: { all { } }")
+    for version in ("1", "2", "3"):
+        (folder / version).mkdir()
+        (folder / version / "model.py").write_text(DOUBLER)
+    server = naiad_server(model_repository.root, args=("--model-control-mode=explicit", "--load-model=versions"))
+    http = httpclient.InferenceServerClient(server.http_url)
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+
+    def states() -> dict[str, tuple[str, str]]:
+        return {
+            e["version"]: (e["state"], e.get("reason", ""))
+            for e in http.get_model_repository_index()
+            if e["name"] == "versions"
+        }
+
+    (folder / "config.pbtxt").write_text(CONFIG + "version_policy: { specific { versions: [ 1, 2 ] } }")
+    http.load_model("versions")
+    assert states() == {"1": ("READY", ""), "2": ("READY", ""), "3": ("UNAVAILABLE", "unloaded")}
+    (folder / "2" / "model.py").unlink()
+    (folder / "2").rmdir()
+    grpc.load_model("versions")
+    assert states() == {"1": ("READY", ""), "2": ("UNAVAILABLE", "unloaded"), "3": ("UNAVAILABLE", "unloaded")}
+    override = {"backend": "python", "version_policy": {"specific": {"versions": [3]}}}
+    http.load_model("versions", config=json.dumps(override))
+    assert states()["3"] == ("READY", "")
+    grpc.load_model("versions")  # back to config.pbtxt: version 1 only
+    assert states() == {"1": ("READY", ""), "2": ("UNAVAILABLE", "unloaded"), "3": ("UNAVAILABLE", "unloaded")}
+    assert http.is_model_ready("versions", "1")
+
+
 def test_load_with_a_config_override(
     repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:

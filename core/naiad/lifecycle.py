@@ -173,6 +173,9 @@ class ModelLifecycle:
             for wave in waves:
                 batch = [plans[name] for name in wave]
                 list(pool.map(self._install, batch, [reuse.get(name, ()) for name in wave]))
+        for name in sorted(sources):
+            if name in self._serving:
+                self._bring_back(name)
 
     def _with_needs(self, names: Collection[str], sources: Mapping[str, ModelSource]) -> set[str]:
         """``names`` (those in the repositories) and every model they need, directly or not."""
@@ -398,15 +401,17 @@ class ModelLifecycle:
         if record.error:
             ending = "\n" if record.error == no_version_error(name) else ""  # Triton's text ends so
             raise invalid_arg(f"load failed for model '{name}': {record.error}{ending}")
-        unready = [status for _, status in sorted(record.versions.items()) if not status.ready]
+        # The versions the load was for: those it dropped (listed as unloaded) are no failure.
+        unready = [status for v, status in sorted(record.versions.items()) if v in plan.versions and not status.ready]
         # The versions that failed, as Triton names them; not those unloaded again because another failed.
         failed = [status for status in unready if status.failure is not None] or unready
         if failed and plan.config is not None and plan.config.platform == ENSEMBLE_PLATFORM and failed[0].failure:
             # Triton's words for an ensemble whose steps do not fit: its error alone, no version
             raise invalid_arg(f"load failed for model '{name}': {failed[0].failure.message}\n")
         if failed:
-            reasons = "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};\n" for v in failed)
-            raise invalid_arg(f"load failed for model '{name}': {reasons}")
+            # Triton's text: newest version first, each ending in ";", one newline after the last
+            reasons = "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};" for v in reversed(failed))
+            raise invalid_arg(f"load failed for model '{name}': {reasons}\n")
 
     def _load_needs(self, plan: _Plan, loading: set[str]) -> None:
         """Load the models ``plan`` needs that are not serving (Triton's explicit mode does the same)."""
@@ -539,8 +544,12 @@ class ModelLifecycle:
             self._unload_record(model)
 
     def remove_model(self, name: str) -> None:
-        """Unload a model whose folder left the repository and forget it (it leaves the index)."""
-        self._unload_record(name)
+        """Unload a model whose folder left the repository and forget it (it leaves the index).
+
+        The models that need it unload with it (listed as unloaded) and load again when it is back,
+        as in Triton's poll mode.
+        """
+        self.unload_model(name)
         with self._lock:
             self._records.pop(name, None)
             self._publish()

@@ -28,6 +28,19 @@ def identity_config(delay_ms: int = 0, max_batch_size: int = 0, extra: str = "")
     """
 
 
+def ensemble_config(step: str) -> str:
+    """An ensemble of one step, the identity model ``step``: OUTPUT0 is INPUT0."""
+    return f"""
+        platform: "ensemble"
+        input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+        output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+        ensemble_scheduling {{ step [ {{
+          model_name: "{step}" model_version: -1
+          input_map {{ key: "INPUT0" value: "INPUT0" }} output_map {{ key: "OUTPUT0" value: "OUTPUT0" }}
+        }} ] }}
+    """
+
+
 def identity_files(*versions: int) -> dict[str, str]:
     """Empty version folders (the identity backend needs no model file)."""
     return {f"{version}/.keep": "" for version in versions}

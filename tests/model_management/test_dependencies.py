@@ -13,22 +13,12 @@ import tritonclient.http as httpclient
 
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
-from .helpers import identity_config, identity_files, infer
-
-ENSEMBLE = """
-platform: "ensemble"
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-ensemble_scheduling { step [ {
-  model_name: "step" model_version: -1
-  input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" }
-} ] }
-"""
+from .helpers import ensemble_config, identity_config, identity_files, infer
 
 
 def _add_models(model_repository: ModelRepositoryBuilder) -> None:
     model_repository.add_model("step", identity_config(), identity_files(1))
-    model_repository.add_model("pipeline", ENSEMBLE, identity_files(1))
+    model_repository.add_model("pipeline", ensemble_config("step"), identity_files(1))
     model_repository.add_model("bystander", identity_config(), identity_files(1))
 
 
@@ -100,7 +90,7 @@ def test_startup_with_load_model_loads_what_it_needs(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
 ) -> None:
     model_repository.add_model("step", identity_config(), identity_files(1))
-    model_repository.add_model("pipeline", ENSEMBLE, identity_files(1))
+    model_repository.add_model("pipeline", ensemble_config("step"), identity_files(1))
     server = naiad_server(model_repository.root, args=("--model-control-mode=explicit", "--load-model=pipeline"))
     client = httpclient.InferenceServerClient(server.http_url)
     assert infer(client, "pipeline", [3.0]).tolist() == [3.0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import tritonclient.grpc as grpcclient
@@ -14,7 +15,17 @@ from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
 
-from .helpers import POLL_FLAG, POLL_SECS, UNKNOWN_MODEL, identity_config, identity_files, index, infer, wait_until
+from .helpers import (
+    POLL_FLAG,
+    POLL_SECS,
+    UNKNOWN_MODEL,
+    ensemble_config,
+    identity_config,
+    identity_files,
+    index,
+    infer,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +95,29 @@ def test_a_failed_reload_keeps_the_serving_version(
     assert infer(client, "steady", [7.0]).tolist() == [7.0]
     model_repository.add_model("steady", identity_config(max_batch_size=2))
     wait_until(lambda: client.get_model_config("steady")["max_batch_size"] == 2, what="the fixed config to load")
+
+
+def test_a_removed_step_takes_its_ensemble_along_until_it_is_back(
+    model_repository: ModelRepositoryBuilder, polled: ServerProcess, tmp_path: Path
+) -> None:
+    """As in Triton's poll mode: the ensemble unloads (listed as unloaded) and loads again with its step."""
+    client = httpclient.InferenceServerClient(polled.http_url)
+    model_repository.add_model("polled_step", identity_config(), identity_files(1))
+    model_repository.add_model("polled_pipeline", ensemble_config("polled_step"), identity_files(1))
+    wait_until(lambda: client.is_model_ready("polled_pipeline"), what="the ensemble to load")
+
+    shutil.move(model_repository.root / "polled_step", tmp_path / "polled_step")
+    wait_until(lambda: not client.is_model_ready("polled_pipeline"), what="the ensemble to unload with its step")
+    entries = {e["name"]: e for e in client.get_model_repository_index() if e["name"].startswith("polled_")}
+    assert entries == {
+        "polled_pipeline": {"name": "polled_pipeline", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}
+    }
+    with pytest.raises(InferenceServerException, match="'polled_pipeline' has no available versions"):
+        infer(client, "polled_pipeline", [1.0])
+
+    shutil.move(tmp_path / "polled_step", model_repository.root / "polled_step")
+    wait_until(lambda: client.is_model_ready("polled_pipeline"), what="the ensemble to load again with its step")
+    assert infer(client, "polled_pipeline", [4.0]).tolist() == [4.0]
 
 
 def test_load_and_unload_are_refused(polled: ServerProcess) -> None:
