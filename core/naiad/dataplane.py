@@ -188,7 +188,7 @@ class DataPlane:
     ) -> None:
         """Load or reload a model (explicit model-control mode only), ``files`` being ``file:`` overrides."""
         self._require_explicit_control()
-        override = model_config.config_from_json(config_json) if config_json else None
+        override = model_config.config_from_json(config_json) if config_json is not None else None
         await asyncio.to_thread(self.lifecycle.load_model, name, override, files)
 
     async def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:

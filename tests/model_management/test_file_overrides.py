@@ -116,6 +116,16 @@ def test_files_need_a_config(server: ServerProcess, protocol: str) -> None:
     assert caught.value.message() == "Load parameter 'config' must be specified for model file override"
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_empty_config_is_a_bad_override_not_none(server: ServerProcess, protocol: str) -> None:
+    """Triton refuses ``config=""`` too; it is not read as a plain load."""
+    client = _client(server, protocol)
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("plain", config="")
+    assert caught.value.message().startswith("model config is not valid JSON: ")
+    assert client.is_model_ready("plain")
+
+
 def test_a_plain_load_after_an_override_loads_from_the_repository(server: ServerProcess, workspace: Path) -> None:
     client = httpclient.InferenceServerClient(server.http_url)
     client.load_model("plain", config=CONFIG, files={"file:1/model.py": DOUBLER})
