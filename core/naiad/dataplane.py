@@ -171,7 +171,7 @@ class DataPlane:
     def repository_index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
         """Triton's index: one entry per model version, name only for models never loaded."""
         entries: list[dict[str, Any]] = []
-        for entry in self.lifecycle.index(include_unloaded=True):
+        for entry in self.lifecycle.index(in_repositories=True):
             if ready_only and entry.state is not ModelState.READY:
                 continue
             item: dict[str, Any] = {"name": entry.name}

@@ -544,14 +544,18 @@ class ModelLifecycle:
             self._unload_record(model)
 
     def remove_model(self, name: str) -> None:
-        """Unload a model whose folder left the repository and forget it (it leaves the index).
+        """Unload a model whose folder left the repository (it leaves the index).
 
         The models that need it unload with it (listed as unloaded) and load again when it is back,
         as in Triton's poll mode.
         """
         self.unload_model(name)
         with self._lock:
-            self._records.pop(name, None)
+            record = self._records.pop(name, None)
+            unloaded = {v: s for v, s in record.versions.items() if s.reason == "unloaded"} if record else {}
+            if record is not None and unloaded:  # remembered, as in Triton: its errors say it has no
+                # versions, and it is listed as unloaded again when its folder is back
+                self._records[name] = dataclasses.replace(record, versions=unloaded, error="")
             self._publish()
 
     def _unload_record(self, name: str) -> None:
@@ -586,16 +590,15 @@ class ModelLifecycle:
                     return False
         return True
 
-    def index(self, *, include_unloaded: bool = False) -> list[IndexEntry]:
+    def index(self, *, in_repositories: bool = False) -> list[IndexEntry]:
         """One entry per known version; models that never got a version have ``version`` None.
 
-        With ``include_unloaded``, models present in the repositories but never loaded are listed
-        too (state None), as the repository-index API does.
+        With ``in_repositories``, the entries are those of the models the repositories hold now,
+        loaded or not (never loaded: state None), as Triton's repository-index API lists them; a
+        model loaded from ``file:`` overrides alone, or whose folder was removed, is left out.
         """
         records = {record.name: record for record in self.records()}
-        names = set(records)
-        if include_unloaded:
-            names |= set(discover_models(self._repositories))
+        names = set(discover_models(self._repositories)) if in_repositories else set(records)
         entries: list[IndexEntry] = []
         for name in sorted(names):
             record = records.get(name)

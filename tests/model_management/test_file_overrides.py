@@ -82,6 +82,8 @@ def test_a_model_loads_from_its_files_and_its_folder_goes_with_it(
     client.load_model(name, config=CONFIG, files={"file:1/model.py": DOUBLER})
     assert infer(client, name, [1.0, 2.5]).tolist() == [2.0, 5.0]
     assert not (workspace / "models" / name).exists()  # the repository is untouched
+    index = httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
+    assert name not in {entry["name"] for entry in index}  # as in Triton: it is in no repository
     assert len(_override_folders(workspace)) == 1
 
     client.load_model(name, config=CONFIG, files={"file:1/model.py": DOUBLER})  # a reload replaces the folder

@@ -52,9 +52,23 @@ def test_added_changed_and_removed_models(model_repository: ModelRepositoryBuild
     wait_until(lambda: client.get_model_config("fresh")["max_batch_size"] == 4, what="the changed config to load")
 
     shutil.rmtree(model_repository.root / "fresh")
-    wait_until(lambda: "fresh" not in {e["name"] for e in client.get_model_repository_index()}, what="the unload")
+    wait_until(lambda: not client.is_model_ready("fresh"), what="the unload")
+    assert "fresh" not in {e["name"] for e in client.get_model_repository_index()}
     with pytest.raises(InferenceServerException, match=UNKNOWN_MODEL):
         infer(client, "fresh", [1.0])
+    # as in Triton, the server remembers the model it unloaded
+    with pytest.raises(InferenceServerException) as caught:
+        client.get_model_metadata("fresh")
+    assert (caught.value.status(), caught.value.message()) == (
+        "404",
+        "Request for unknown model: 'fresh' has no available versions",
+    )
+    with pytest.raises(InferenceServerException) as caught:
+        client.get_model_metadata("fresh", "1")
+    assert (caught.value.status(), caught.value.message()) == (
+        "503",
+        "Request for unknown model: 'fresh' version 1 is not at ready state",
+    )
     assert client.is_model_ready("steady")
 
 
