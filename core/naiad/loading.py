@@ -161,7 +161,10 @@ class VersionLoader:
         if cache is not None:
             stages.append(cache)
         labels = read_labels(config, context.path)
-        pipeline = build_pipeline(stages, batching=config.max_batch_size > 0, labels=labels)
+        reshapes = {o.name: (tuple(o.reshape.shape), tuple(o.dims)) for o in config.output if o.HasField("reshape")}
+        pipeline = build_pipeline(
+            stages, batching=config.max_batch_size > 0, labels=labels, reshapes=reshapes, model_name=config.name
+        )
         self._start(scheduler, config)
         warm_up(config, self._model_dir, self._version, signature, self._runners, statistics)
         return ServingModel(

@@ -12,6 +12,7 @@ from naiad.backend_model import BackendModel
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import Deliver, InferenceRequest, RequestedOutput
 from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.reshapes import Reshape
 from naiad.response_cache import ModelCache
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import InstanceRunner
@@ -57,6 +58,7 @@ class ModelSignature:
     outputs: dict[str, OutputSpec]
     decoupled: bool
     required_inputs: tuple[str, ...]  # the inputs that are not optional, in config order
+    reshapes: dict[str, Reshape]  # input -> (dims, reshape), for the inputs with a config reshape
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> ModelSignature:
@@ -79,6 +81,11 @@ class ModelSignature:
             },
             decoupled=config.model_transaction_policy.decoupled,
             required_inputs=tuple(tensor.name for tensor in config.input if not tensor.optional),
+            reshapes={
+                tensor.name: (tuple(tensor.dims), tuple(tensor.reshape.shape))
+                for tensor in config.input
+                if tensor.HasField("reshape")
+            },
         )
 
 

@@ -45,6 +45,7 @@ from naiad.models import ModelState, ServingModel, VersionStatus
 from naiad.plugins import BackendRegistry, BackendSettings
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.repository import ModelSource
+from naiad.reshapes import model_shaped
 from naiad.server_handle import ServerHandle
 from naiad.sinks import BlockingSink
 from naiad.statistics import StatisticsOptions
@@ -168,17 +169,21 @@ class LoadedModel:
     def request(
         self, inputs: Inputs, *, outputs: Sequence[str] = (), **fields: Any
     ) -> tuple[InferenceRequest, ResponseCollector]:
-        """A request bound to this version's response pipeline but not queued (for :meth:`execute`).
+        """A request bound to this version's response pipeline but not queued (for :meth:`execute`),
+        its inputs in their config reshape, as the core hands them to a backend.
 
         ``fields`` set any other :class:`~naiad.inference.InferenceRequest` field (``id``,
         ``correlation_id``, ``flags``, ``parameters``, ``batch_size``, ...).
         """
         collector = ResponseCollector()
         names = list(outputs) or list(self.serving.default_outputs)
+        signature = self.serving.signature
         request = InferenceRequest(
             model_name=self.name,
             model_version=self.version,
-            inputs={tensor.name: tensor for tensor in tensors(inputs)},
+            inputs=model_shaped(
+                {tensor.name: tensor for tensor in tensors(inputs)}, signature.reshapes, signature.max_batch_size > 0
+            ),
             requested_outputs={name: RequestedOutput(name) for name in names},
             sender=ResponseSender(collector, self.serving.pipeline),
             **fields,

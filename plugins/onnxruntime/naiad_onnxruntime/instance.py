@@ -3,8 +3,8 @@
 ``TensorInstance`` merges a batch of requests along the batch dimension and splits the outputs
 back; :meth:`OnnxInstance.run` only adapts arrays to what the session takes and returns:
 
-* inputs with a config ``reshape`` are reshaped to it, outputs with one back to their ``dims``
-  (variable dimensions carried over in order, as Triton does);
+* inputs arrive in their config ``reshape``, and outputs leave in theirs: the core maps both
+  from and to the ``dims`` clients see, as Triton does;
 * scalar model inputs get their ``[1]``-shaped data as a scalar; scalar model outputs come back
   with the config's dims;
 * BYTES inputs (numpy ``bytes`` objects) are decoded to ``str``: ONNX Runtime's Python API only
@@ -18,8 +18,7 @@ computed with the config's outputs, for the sequence batcher to capture.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -45,13 +44,6 @@ class OnnxInstance(TensorInstance):
             if state.output_name not in self.output_names:
                 self.output_names.append(state.output_name)
         self.string_inputs = {i.name for i in config.input if i.data_type == _STRING}
-        self._batch_dims = 1 if self.batching else 0  # leading dimensions a reshape leaves alone
-        self.input_shapes = {
-            i.name: (list(i.dims), list(i.reshape.shape)) for i in config.input if i.HasField("reshape")
-        }
-        self.output_shapes = {
-            o.name: (list(o.reshape.shape), list(o.dims)) for o in config.output if o.HasField("reshape")
-        }
         self.scalar_inputs = {info.name for info in (*io.inputs, *io.initializers) if not info.dims}
         self.scalar_outputs = {
             o.name: list(o.dims) for o in config.output if (info := io.output(o.name)) and not info.dims
@@ -61,8 +53,6 @@ class OnnxInstance(TensorInstance):
     def run(self, inputs: Arrays) -> Mapping[str, npt.NDArray[Any]]:
         feed: dict[str, npt.NDArray[Any]] = {}
         for name, array in inputs.items():
-            if name in self.input_shapes:
-                array = reshape(array, *self.input_shapes[name], self._batch_dims)
             if name in self.scalar_inputs:
                 array = array.reshape(())
             if name in self.string_inputs:
@@ -80,8 +70,6 @@ class OnnxInstance(TensorInstance):
             array = np.asarray(value)
             if name in self.scalar_outputs:
                 array = array.reshape(self.scalar_outputs[name])
-            elif name in self.output_shapes:
-                array = reshape(array, *self.output_shapes[name], self._batch_dims)
             outputs[name] = array
         return outputs
 
@@ -122,20 +110,6 @@ class OnnxInstance(TensorInstance):
 
     def finalize(self) -> None:
         self.session = None
-
-
-def reshape(array: npt.NDArray[Any], source: Sequence[int], target: Sequence[int], batch_dims: int) -> Any:
-    """Reshape ``array`` (shaped ``[batch] + source``) to ``[batch] + target``.
-
-    Variable (-1) dimensions of ``target`` take, in order, the sizes ``array`` has where
-    ``source`` is variable (Triton's rule for config reshapes).
-    """
-    shape = array.shape
-    variable = deque(shape[batch_dims + index] for index, dim in enumerate(source) if dim == -1)
-    new_shape = list(shape[:batch_dims])
-    for dim in target:
-        new_shape.append(variable.popleft() if dim == -1 and variable else dim)
-    return array.reshape(new_shape)
 
 
 def _device_index(array: Any) -> int:

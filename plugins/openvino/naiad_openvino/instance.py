@@ -45,9 +45,6 @@ class OpenVinoInstance(TensorInstance):
         prepared = self.prepared
         feed: dict[int, npt.NDArray[Any]] = {}
         for name, array in inputs.items():
-            target = prepared.input_reshape.get(name)
-            if target is not None:
-                array = array.reshape(((array.shape[0],) if self.batching else ()) + target)
             feed[prepared.input_ports[name]] = array
         rows = next(iter(inputs.values())).shape[0] if self.batching and inputs else 0
         if prepared.static_batch is not None and rows != prepared.static_batch:
@@ -61,9 +58,6 @@ class OpenVinoInstance(TensorInstance):
             array = results[index]
             if prepared.static_batch is not None:
                 array = array[:rows]
-            dims = prepared.output_reshape.get(name)
-            if dims is not None:
-                array = array.reshape(((array.shape[0],) if self.batching else ()) + dims)
             outputs[name] = array
         return outputs
 

@@ -17,7 +17,7 @@ Mirrors Triton's openvino backend (``ValidateInputs`` / ``ValidateOutputs``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from naiad.backend import ModelConfig, ModelInput, ModelOutput, NaiadError, SuggestingError, close_matches, invalid_arg
@@ -33,10 +33,6 @@ class PreparedModel:
     model: Any
     input_ports: dict[str, int]
     output_ports: dict[str, int]
-    # Config tensors with a ``reshape``: the shape the model takes / the dims clients see
-    # (without the batch dimension).
-    input_reshape: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    output_reshape: dict[str, tuple[int, ...]] = field(default_factory=dict)
     static_batch: int | None = None  # SKIP_OV_DYNAMIC_BATCHSIZE: the only batch size the model takes
 
 
@@ -62,8 +58,6 @@ class _Preparer:
             model=self.model,
             input_ports=input_ports,
             output_ports=output_ports,
-            input_reshape={t.name: tuple(t.reshape.shape) for t in self.config.input if t.HasField("reshape")},
-            output_reshape={t.name: tuple(t.dims) for t in self.config.output if t.HasField("reshape")},
             static_batch=self.config.max_batch_size if self.batching and self.options.skip_dynamic_batch else None,
         )
 

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import numpy.typing as npt
 import torch
 
@@ -72,8 +71,6 @@ class Call:
 
     def _value(self, name: str, array: npt.NDArray[Any]) -> Any:
         spec = self.inputs[name]
-        if spec.HasField("reshape"):
-            array = _reshape(array, list(spec.reshape.shape), self.batching)
         if spec.data_type == DataType.TYPE_STRING:
             return convert.to_strings(name, array)
         tensor = convert.to_tensor(array, spec.data_type)
@@ -132,10 +129,7 @@ class Call:
                 f"output '{output.name}' of model '{self.model_name}' has {leading} rows for a batch of {batch}: "
                 "with max_batch_size > 0 every output's first dimension is the batch"
             )
-        array = convert.to_array(value) if isinstance(value, torch.Tensor) else convert.from_strings(value)
-        if output.HasField("reshape"):
-            array = _reshape(array, list(output.dims), self.batching)
-        return array
+        return convert.to_array(value) if isinstance(value, torch.Tensor) else convert.from_strings(value)
 
 
 def summary(error: BaseException) -> str:
@@ -144,14 +138,3 @@ def summary(error: BaseException) -> str:
     if len(lines) > 1 and lines[0].startswith("The following operation failed in the TorchScript interpreter"):
         return lines[-1]
     return f"{type(error).__name__}: {chr(10).join(lines)}" if lines else type(error).__name__
-
-
-def _reshape(array: npt.NDArray[Any], dims: list[int], batching: bool) -> npt.NDArray[Any]:
-    """``array`` in the shape ``[batch] + dims`` (or ``dims``) when that shape is determined."""
-    shape = ([array.shape[0]] if batching else []) + dims
-    if shape.count(-1) > 1:
-        return array
-    try:
-        return np.reshape(array, shape)
-    except ValueError as error:
-        raise invalid_arg(f"cannot reshape a tensor of shape {list(array.shape)} to {shape}: {error}") from None

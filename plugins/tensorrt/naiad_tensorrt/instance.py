@@ -68,8 +68,6 @@ class TrtInstance(TensorInstance):
         self.input_names = [t.name for t in description.inputs]
         self.output_names = [t.name for t in description.outputs]
         self.dtypes = {t.name: datatypes.BY_CONFIG[t.config_type].numpy for t in description.tensors}
-        self.input_reshapes = {i.name: list(i.reshape.shape) for i in config.input if i.HasField("reshape")}
-        self.output_dims = {o.name: list(o.dims) for o in config.output if o.HasField("reshape")}
         self.stream = cuda.stream()
         self.copy_stream = cuda.stream() if config.optimization.cuda.output_copy_stream else None
         self.computed = cuda.event() if self.copy_stream is not None else None
@@ -144,10 +142,6 @@ class TrtInstance(TensorInstance):
         if missing:
             raise invalid_arg(f"model '{self.model_name}': the engine needs input(s) {', '.join(missing)}, not sent")
         self.cuda.use_device()
-        for name, target in self.input_reshapes.items():
-            if name in inputs:
-                lead = tuple(inputs[name].shape[:1]) if self.batching else ()
-                inputs[name] = inputs[name].reshape((*lead, *target))
         shapes = {name: tuple(inputs[name].shape) for name in self.input_names}
         profile = choose_profile(self.model_name, self.description, list(self.contexts), shapes)
         context = self.contexts[profile]
@@ -220,10 +214,6 @@ class TrtInstance(TensorInstance):
             self.cuda.copy_async(array.ctypes.data, context.buffers[name], array.nbytes, stream)
             outputs[name] = array
         self.cuda.synchronize(stream)
-        for name, dims in self.output_dims.items():
-            if name in outputs:
-                lead = outputs[name].shape[:1] if self.batching else ()
-                outputs[name] = outputs[name].reshape((*lead, *dims))
         return outputs
 
     def _bytes(self, name: str, shape: Sequence[int]) -> int:
