@@ -43,8 +43,21 @@ def test_server_metadata(client: httpclient.InferenceServerClient) -> None:
     metadata = client.get_server_metadata()
     assert metadata["name"] == "triton"
     assert metadata["version"]
-    assert "binary_tensor_data" in metadata["extensions"]
-    assert "model_configuration" in metadata["extensions"]
+    assert metadata["extensions"] == [  # Triton 2.51's list, in its order
+        "classification",
+        "sequence",
+        "model_repository",
+        "model_repository(unload_dependents)",
+        "schedule_policy",
+        "model_configuration",
+        "system_shared_memory",
+        "cuda_shared_memory",
+        "binary_tensor_data",
+        "parameters",
+        "statistics",
+        "trace",
+        "logging",
+    ]
 
 
 def test_model_metadata(client: httpclient.InferenceServerClient) -> None:

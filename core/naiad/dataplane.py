@@ -148,11 +148,9 @@ class DataPlane:
         return True
 
     def server_metadata(self) -> dict[str, Any]:
-        """Triton's server metadata; its extensions in Triton's order (CUDA shared memory only with a GPU)."""
-        extensions = list(_EXTENSIONS_BEFORE_SHARED_MEMORY)
-        if self.shared_memory.cuda_available:
-            extensions.append("cuda_shared_memory")
-        extensions += _EXTENSIONS_AFTER_SHARED_MEMORY
+        """Triton's server metadata; its extensions in Triton's order (CUDA shared memory listed without
+        a GPU too, as Triton's CPU build lists it: a registration then says why it cannot be done)."""
+        extensions = [*_EXTENSIONS_BEFORE_SHARED_MEMORY, "cuda_shared_memory", *_EXTENSIONS_AFTER_SHARED_MEMORY]
         extensions += ["statistics", "trace", "logging"] if self.statistics else ["trace", "logging"]
         return {"name": SERVER_NAME, "version": self.version, "extensions": extensions}
 

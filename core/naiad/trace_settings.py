@@ -54,14 +54,19 @@ Change = dict[str, Any]
 """:class:`TraceSettings` field -> its new value, or None: back to the fallback."""
 
 
+FILE_NOT_CHANGEABLE = "trace file location can not be updated through network protocol"
+
+
 def http_change(body: object) -> Change:
     """The change a ``trace/setting`` POST body asks for; a body that is not an object changes nothing,
     and a value of the wrong JSON type is Triton's 500."""
     if not isinstance(body, dict):
         return {}
+    if "trace_file" in body:  # Triton refuses the whole request, whatever the value (null included)
+        raise NaiadError(FILE_NOT_CHANGEABLE, ErrorCode.UNSUPPORTED)
     raw: dict[str, list[str] | None] = {}
     for name, value in body.items():
-        if name not in CHANGEABLE and name != "trace_file":
+        if name not in CHANGEABLE:
             continue
         if value is None:
             raw[name] = None
@@ -85,8 +90,8 @@ def grpc_change(settings: Mapping[str, list[str]]) -> Change:
 
 def read_change(raw: Mapping[str, list[str] | None], *, grpc: bool) -> Change:
     """Check and convert the named settings' string values (None: clear), in Triton's order."""
-    if raw.get("trace_file") is not None:
-        raise NaiadError("trace file location can not be updated through network protocol", ErrorCode.UNSUPPORTED)
+    if "trace_file" in raw:  # even a value that would clear it, as in Triton
+        raise NaiadError(FILE_NOT_CHANGEABLE, ErrorCode.UNSUPPORTED)
     change: Change = {}
     for name, field in CHANGEABLE.items():
         if name not in raw:

@@ -65,7 +65,8 @@ class Tracer:
     def update(self, model: str, change: Change) -> TraceSettings:
         """Apply a checked change (see :mod:`naiad.trace_settings`) to ``model``'s settings ("" the
         server's); returns the settings that now apply. Settings Triton would refuse (tracing on
-        without a rate or a file) are refused and nothing changes."""
+        without a rate or a file) are refused and nothing changes. Sampling starts over, as in Triton:
+        with ``trace_rate`` N, the N-th request after an update is the first traced."""
         with self._lock:
             if model:
                 overrides = dict(self._overrides.get(model, {}))
@@ -80,6 +81,7 @@ class Tracer:
                     self._overrides[model] = overrides
                 else:  # back to the server's settings, its sampling included
                     self._overrides.pop(model, None)
+                self._seen.pop(model, None)  # as in Triton, sampling starts over with new settings
             else:
                 fields = {
                     field: getattr(self._startup, field) if value is None else value for field, value in change.items()
@@ -87,6 +89,7 @@ class Tracer:
                 effective = replace(self._global, **fields)
                 check_settings(effective)
                 self._global = effective
+                self._seen.clear()  # every model's settings that fall back on these start over too
             self.active = bool(self._global.level) or any(
                 overrides.get("level") for overrides in self._overrides.values()
             )
@@ -160,7 +163,7 @@ class Tracer:
             return
         try:
             with open(path, "w", encoding="utf-8") as file:
-                json.dump(entries, file)
+                json.dump(entries, file, separators=(",", ":"))  # compact, as Triton writes it
         except OSError as error:
             logger.error(
                 "cannot write %d trace entries to '%s': %s; check --trace-config file", len(entries), path, error
@@ -227,6 +230,7 @@ class RequestTrace:
         "_info",
         "_lock",
         "_released",
+        "_responded",
         "_send_names",
         "_started",
         "_tracer",
@@ -255,13 +259,14 @@ class RequestTrace:
             "id": trace_id,
             "model_name": request.model_name,
             "model_version": request.model_version,
-            "request_id": request.id,
         }
+        if request.id:  # Triton leaves it out when the request has none
+            self._info["request_id"] = request.id
         if parent_id is not None:
             self._info["parent_id"] = parent_id
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._started = self._ended = self._final = self._released = False
+        self._started = self._ended = self._final = self._released = self._responded = False
         self._frontend_open = frontend is not None
         self._send_names = ("", "")
         if frontend is not None:
@@ -296,7 +301,10 @@ class RequestTrace:
     def responded(self, event: ResponseEvent) -> None:
         response = event.response
         if response is not None:
-            self._stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
+            with self._lock:
+                first, self._responded = not self._responded, True
+            if first:  # Triton stamps a decoupled request's first response only
+                self._stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
             if self.tensors and response.error is None:
                 self._tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
         if not event.final:
@@ -334,8 +342,9 @@ class RequestTrace:
             self._tracer.collect(self)
 
     def entries(self) -> list[dict[str, Any]]:
-        """The trace as Triton writes it: the request's model and id, then one entry per event."""
-        return [self._info, *self.events]
+        """The trace as Triton writes it: the request's model and id (with timestamps on), then one
+        entry per event."""
+        return [self._info, *self.events] if self.timestamps else list(self.events)
 
     def _stamp(self, name: str, at: int) -> None:
         if self.timestamps:
@@ -350,8 +359,10 @@ def _tensor_json(tensor: Tensor) -> dict[str, str]:
     """A tensor as a trace shows it: its values, shape and datatype as comma-separated text."""
     try:
         values = np.asarray(tensor.numpy()).reshape(-1)
-        if tensor.datatype == "BYTES":
-            data = ",".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values)
+        if tensor.datatype == "BYTES":  # each element quoted, as Triton writes them
+            data = ",".join(f'"{v.decode("utf-8", "replace") if isinstance(v, bytes) else v}"' for v in values)
+        elif tensor.datatype in ("FP16", "BF16"):  # Triton writes no values for these
+            data = ""
         elif values.dtype.kind == "f":
             data = ",".join(format(float(v), "g") for v in values)
         else:

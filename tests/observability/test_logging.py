@@ -152,6 +152,9 @@ def test_logging_extension_over_http_and_grpc(
     ):
         assert _post(url, body) == (status, {"error": error})
     assert _post(url, b"[]") == (200, {**DEFAULTS, "log_verbose_level": 1})  # not an object: no changes
+    nulls = b'{"log_info": null, "log_verbose_level": null, "log_format": null, "log_file": null, "log_error": false}'
+    assert _post(url, nulls) == (200, {**DEFAULTS, "log_verbose_level": 1, "log_error": False})  # null: unchanged
+    assert _post(url, b'{"log_error": true}') == (200, {**DEFAULTS, "log_verbose_level": 1})
     assert _post(url, b"{}") == (200, {**DEFAULTS, "log_verbose_level": 1})
     assert "logging" in http.get_server_metadata()["extensions"]
 

@@ -117,6 +117,13 @@ def test_http_settings_answer_as_triton_does(traced: Any) -> None:
         (b'{"log_frequency": "abc"}', 400, "Unable to parse 'log_frequency', got: abc"),
         (b'{"log_frequency": "2"}', 200, {"log_frequency": "2"}),
         (b'{"trace_file": "/tmp/x.json"}', 501, "trace file location can not be updated through network protocol"),
+        # any trace_file refuses the whole request, a null or another type too; trace_rate stays
+        (
+            b'{"trace_rate": "7", "trace_file": null}',
+            501,
+            "trace file location can not be updated through network protocol",
+        ),
+        (b'{"trace_file": 5}', 501, "trace file location can not be updated through network protocol"),
         (b'{"trace_mode": "opentelemetry", "bogus": "1"}', 200, {}),
         (b"[1]", 200, {}),
         (b"", 500, "failed to parse the request JSON buffer: The document is empty. at 0"),
@@ -176,6 +183,12 @@ def test_grpc_settings_through_tritonclient(traced: Any) -> None:
         ),
         (
             {"trace_file": "/tmp/z"},
+            "",
+            "UNIMPLEMENTED",
+            "trace file location can not be updated through network protocol",
+        ),
+        (
+            {"trace_file": None},  # even a value that would clear it
             "",
             "UNIMPLEMENTED",
             "trace file location can not be updated through network protocol",
@@ -256,6 +269,27 @@ def test_every_nth_request_is_traced_while_the_count_lasts(traced: Any) -> None:
     ]
 
 
+def test_sampling_starts_over_when_the_settings_change(traced: Any) -> None:
+    """As in Triton: with ``trace_rate`` N, the N-th request after an update is the first traced,
+    whatever was sampled before it."""
+    server, file = traced
+    _reset(server)
+    http = httpclient.InferenceServerClient(server.http_url)
+    http.update_trace_settings("other", {"trace_level": ["TIMESTAMPS"], "trace_rate": "1", "log_frequency": "1"})
+    _infer(http, httpclient, "before", model="other")
+    http.update_trace_settings("other", {"trace_rate": "3"})
+    for index in range(7):
+        _infer(http, httpclient, f"after{index}", model="other")
+    _reset(server)
+    traced_ids = [
+        trace["info"]["request_id"]
+        for path in sorted(file.parent.glob(f"{file.name}.*"), key=lambda found: int(found.suffix[1:]))
+        for trace in _traces(_entries(path)).values()
+        if trace["info"] and trace["info"]["model_name"] == "other"
+    ]
+    assert traced_ids == ["before", "after2", "after5"]
+
+
 def test_traces_are_written_to_the_file_when_the_server_stops(
     model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:
@@ -333,7 +367,53 @@ def test_frontends_stamp_reading_each_request_and_writing_its_responses(
         assert len(sends) == writes.get(request_id, 1), request_id
         assert all(start <= end for start, end in sends), request_id
         assert sends[0][0] >= stamps["INFER_RESPONSE_COMPLETE"][0], request_id
+        assert len(stamps["INFER_RESPONSE_COMPLETE"]) == 1, request_id  # Triton stamps the first response only
         assert not any(name.startswith("HTTP" if prefix == "GRPC" else "GRPC") for name in stamps), request_id
+
+
+TYPES_CONFIG = """
+backend: "python"
+input [ { name: "TEXT" data_type: TYPE_STRING dims: [ 2 ] }, { name: "HALF" data_type: TYPE_FP16 dims: [ 2 ] } ]
+output [ { name: "TEXT_OUT" data_type: TYPE_STRING dims: [ 2 ] } ]
+"""
+
+TYPES = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        texts = [pb_utils.get_input_tensor_by_name(r, "TEXT").as_numpy() for r in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("TEXT_OUT", text)]) for text in texts]
+"""
+
+
+def test_trace_entries_are_written_as_triton_writes_them(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    """No request id: none in the header; TENSORS alone: no header at all; BYTES values quoted, FP16 values
+    left out; compact JSON."""
+    file = tmp_path / "trace.json"
+    server = _tracing_every_request(model_repository, naiad_server, file, types=(TYPES, TYPES_CONFIG))
+    http = httpclient.InferenceServerClient(server.http_url)
+    text = httpclient.InferInput("TEXT", [2], "BYTES")
+    text.set_data_from_numpy(np.array([b"ab", b"c"], dtype=np.object_))
+    half = httpclient.InferInput("HALF", [2], "FP16")
+    half.set_data_from_numpy(np.array([1.5, 2], dtype=np.float16))
+    http.infer("types", [text, half])
+    http.update_trace_settings(settings={"trace_level": ["TENSORS"]})
+    http.infer("types", [text, half], request_id="tensors-only")
+    assert server.stop() == 0
+    written = file.read_text()
+    assert ", " not in written
+    assert ": " not in written
+    entries = _entries(file)
+    headers = [entry for entry in entries if "model_name" in entry]
+    assert headers == [{"id": headers[0]["id"], "model_name": "types", "model_version": 1}]
+    tensors = {(e["id"], e["tensor"]["name"]): e["tensor"]["data"] for e in entries if "activity" in e}
+    assert set(tensors.values()) == {'"ab","c"', ""}
+    assert {name for _, name in tensors} == {"TEXT", "HALF", "TEXT_OUT"}
+    assert len({trace_id for trace_id, _ in tensors}) == 1  # only the TENSORS-level request logs tensors
 
 
 def test_trace_config_flags() -> None:

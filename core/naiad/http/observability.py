@@ -60,10 +60,12 @@ def observability_routes(dataplane: DataPlane) -> list[Route]:
 
 def _log_changes(body: bytes) -> dict[str, object]:
     """The log settings a ``/v2/logging`` body changes, read as Triton's HTTP frontend reads them: a
-    body that is not an object changes nothing, and a value of the wrong JSON type is its 500."""
-    parsed = load_json(body)
-    if not isinstance(parsed, dict):
+    body that is not an object changes nothing, a ``null`` value leaves its setting as it is, and a
+    value of the wrong JSON type is its 500."""
+    document = load_json(body)
+    if not isinstance(document, dict):
         return {}
+    parsed = {key: value for key, value in document.items() if value is not None}
     for key, value in parsed.items():
         if key in ("log_info", "log_warning", "log_error") and not isinstance(value, bool):
             raise parse_error("attempt to access JSON non-boolean as boolean")
