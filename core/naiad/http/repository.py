@@ -85,7 +85,11 @@ def repository_routes(dataplane: DataPlane) -> list[Route]:
     async def unload(request: Request) -> Response:
         try:
             refuse_named_repository(request.path_params.get("repository", ""))
-            parameters = (await _json_body(request)).get("parameters")  # Triton's unload reads no other shape
+            try:
+                document = await _json_body(request)
+            except NaiadError:  # Triton's unload goes ahead without the parameters of a body it cannot parse
+                document = {}
+            parameters = document.get("parameters")  # Triton's unload reads no other shape
             dependents = isinstance(parameters, dict) and parameters.get("unload_dependents") is True
             await dataplane.unload_model(request.path_params["model"], unload_dependents=dependents)
             return Response(b"", status_code=200, headers=_EMPTY_JSON)
