@@ -316,6 +316,8 @@ class ModelLifecycle:
                 return
             if failed:
                 self._unload_loaded(record.name, fresh)
+            else:
+                _continue_counters(old, fresh)
             # Versions the model no longer has stay listed while they unload, then as unloaded.
             gone = {v: s for v, s in old.items() if v not in record.versions and (s.ready or s.reason == "unloaded")}
             record.versions = dict(sorted({**gone, **record.versions}.items()))
@@ -657,6 +659,16 @@ class ModelLifecycle:
         if record is None or not record.versions:
             raise not_found(f"Request for unknown model: '{name}' is not found")
         return record
+
+
+def _continue_counters(old: Mapping[int, VersionStatus], fresh: Mapping[int, VersionStatus]) -> None:
+    """A reloaded version's /metrics counters go on from those of the version it replaces, as Triton's."""
+    for version, status in fresh.items():
+        before = old.get(version)
+        if before is None or before.serving is None or status.serving is None:
+            continue
+        if status.serving.statistics is not None:
+            status.serving.statistics.predecessor = before.serving.statistics
 
 
 def _reachable(start: Collection[str], needs: Mapping[str, Collection[str]], *, reverse: bool = False) -> set[str]:

@@ -276,6 +276,7 @@ class RequestTracker:
         "arrival_ns",
         "batch_size",
         "cancellation",
+        "cancelled",
         "ended_ns",
         "error",
         "final_ns",
@@ -297,6 +298,7 @@ class RequestTracker:
         self.started_ns = self.ended_ns = self.final_ns = self.input_ns = self.output_ns = 0
         self.first_ns = self.last_ns = self.responses = 0
         self.error: NaiadError | None = None
+        self.cancelled = False  # it was cancelled when its error came (not by its failure's consequences)
 
 
 class StatisticsStage:
@@ -314,6 +316,7 @@ class StatisticsStage:
                 response = event.response
                 if response is not None and _fails(response, tracker):
                     tracker.error = response.error
+                    tracker.cancelled = tracker.cancellation.cancelled
                 if stats.per_response:
                     stats.response_event(tracker, event)
                 if event.final:
@@ -364,6 +367,9 @@ class ModelStatistics:
         self.options = options
         self.load_seconds = 0.0
         self.gpu_devices: set[int] = set()  # GPU ordinals of its KIND_GPU instances
+        # The statistics of the version this one replaced in a reload: /metrics counters go on from
+        # its totals, as Triton's do (the statistics extension starts again from zero).
+        self.predecessor: ModelStatistics | None = None
         self.lock = threading.Lock()  # guards the counters (folding, snapshots, per-response counts)
         self.open_requests: dict[RequestTracker, None] = {}  # tracked, not yet counted
         # (arrival, started, end, input ns, output ns, batch size, failure reason or None)
@@ -423,6 +429,7 @@ class ModelStatistics:
     def refused(self, tracker: RequestTracker, error: NaiadError) -> None:
         """The scheduler refused the request outright (``submit`` raised)."""
         tracker.error = error
+        tracker.cancelled = tracker.cancellation.cancelled
         tracker.final_ns = time.monotonic_ns()
         self.complete(tracker)
 
@@ -523,7 +530,9 @@ class ModelStatistics:
                 None,
             )
         else:
-            if error.code is ErrorCode.CANCELLED or tracker.cancellation.cancelled:
+            # cancelled before its error came: an ensemble or BLS caller cancelling the rest of its
+            # work because this step failed does not make this failure a cancellation
+            if error.code is ErrorCode.CANCELLED or tracker.cancelled:
                 reason = "CANCELED"
             elif tracker.started_ns:
                 reason = "BACKEND"

@@ -101,6 +101,16 @@ input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
 """
 
+FAILING_PIPELINE_CONFIG = """
+platform: "ensemble"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "raises_in_pipeline" model_version: -1
+  input_map { key: "INPUT0" value: "INPUT0" } output_map { key: "OUTPUT0" value: "OUTPUT0" }
+} ] }
+"""
+
 
 def build_repository(root: Path) -> Path:
     builder = ModelRepositoryBuilder(root)
@@ -117,6 +127,8 @@ def build_repository(root: Path) -> Path:
         ADD_SUB_CONFIG.format(max_batch_size=8, extra="dynamic_batching { max_queue_delay_microseconds: 2000 }"),
     )
     builder.add_python_model("raises", RAISES, SLOW_CONFIG.format(max_batch_size=0, extra=""))
+    builder.add_python_model("raises_in_pipeline", RAISES, SLOW_CONFIG.format(max_batch_size=0, extra=""))
+    builder.add_model("failing_pipeline", FAILING_PIPELINE_CONFIG, {"1/.keep": ""})
     builder.add_python_model(
         "slow_full",
         SLOW,

@@ -147,6 +147,22 @@ def test_successes_and_failures_over_http_and_grpc(server: ServerProcess) -> Non
     assert grpc.get_inference_statistics("raises").model_stats[0].inference_stats.fail.count == 3
 
 
+def test_a_step_that_raises_in_an_ensemble_counts_as_a_backend_failure(server: ServerProcess) -> None:
+    """As in Triton: the step's failure is BACKEND (the ensemble ending its other work because of it
+    does not make it a cancellation); the ensemble's is OTHER, once per request."""
+    http = httpclient.InferenceServerClient(server.http_url)
+    failing = httpclient.InferInput("INPUT0", [3], "FP32")
+    failing.set_data_from_numpy(np.ones(3, dtype=np.float32))
+    for _ in range(2):
+        with pytest.raises(InferenceServerException, match="cannot handle this input"):
+            http.infer("failing_pipeline", [failing])
+    eventually(lambda: model_stats(server, "raises_in_pipeline")["inference_stats"]["fail"]["count"] == 2)
+    samples = _samples(server)
+    assert _value(samples, "nv_inference_request_failure", "raises_in_pipeline", reason="BACKEND") == 2
+    assert _value(samples, "nv_inference_request_failure", "raises_in_pipeline", reason="CANCELED") == 0
+    assert _value(samples, "nv_inference_request_failure", "failing_pipeline", reason="OTHER") == 2
+
+
 def test_every_model_and_the_lookup_errors(server: ServerProcess) -> None:
     every = get_json(f"http://{server.http_url}/v2/models/stats")["model_stats"]
     names = [entry["name"] for entry in every]

@@ -1,4 +1,5 @@
-"""A model's series and statistics disappear when it unloads and start again at zero when it loads.
+"""A model's series and statistics disappear when it unloads and start again at zero when it loads;
+a reload while it serves starts its statistics again but not its /metrics counters (as Triton).
 
 The server runs in this process so the test can unload and reload through the model lifecycle
 (the repository API that will do this over the wire is not part of naiad yet).
@@ -101,6 +102,16 @@ async def _scenario(repository: Path) -> None:
         await asyncio.to_thread(_infer, http, "reloaded")
         await _until(lambda: json.loads(_get(stats)[1])["model_stats"][0]["inference_count"] == 1)
         assert 'nv_inference_request_success{model="reloaded",version="1"} 1' in await _success_lines(metrics)
+
+        # A reload while serving: as in Triton, the statistics start again, the /metrics counters go on.
+        await asyncio.to_thread(server.lifecycle.load_model, "reloaded")
+        assert json.loads(await _text(stats))["model_stats"][0]["inference_count"] == 0
+        await asyncio.to_thread(_infer, http, "reloaded")
+        await _until(lambda: json.loads(_get(stats)[1])["model_stats"][0]["inference_count"] == 1)
+        text = await _text(metrics)
+        assert 'nv_inference_request_success{model="reloaded",version="1"} 2' in text
+        assert 'nv_inference_count{model="reloaded",version="1"} 2' in text
+        assert 'nv_inference_exec_count{model="reloaded",version="1"} 2' in text
     finally:
         server.request_stop()
         await serving
