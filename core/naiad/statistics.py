@@ -340,6 +340,11 @@ def _fails(response: InferenceResponse, tracker: RequestTracker) -> bool:
     )
 
 
+def _whole_us(ns: int) -> int:
+    """Nanoseconds as whole microseconds, the unit of Triton's summaries."""
+    return ns // 1000
+
+
 _FOLD_AT = 4096  # records waiting before the thread that adds one folds them into the counters
 
 
@@ -576,15 +581,15 @@ class ModelStatistics:
             self.success_ns += end - arrival
             self.queue_ns += lookup - arrival
             if summaries is not None:
-                summaries["queue"].observe((lookup - arrival) / 1e3, end)
-                summaries["cache_hit"].observe((end - lookup) / 1e3, end)
+                summaries["queue"].observe(_whole_us(lookup - arrival), end)
+                summaries["cache_hit"].observe(_whole_us(end - lookup), end)
         misses = self._cache_misses
         while misses:
             end, duration = misses.popleft()
             self.cache_miss_count += 1
             self.cache_miss_ns += duration
             if summaries is not None:
-                summaries["cache_miss"].observe(duration / 1e3, end)
+                summaries["cache_miss"].observe(_whole_us(duration), end)
         finished = self._finished
         while finished:
             arrival, started, end, input_ns, output_ns, batch_size, reason = finished.popleft()
@@ -604,11 +609,11 @@ class ModelStatistics:
             self.compute_output_ns += output_ns
             self.inference_count += batch_size
             if summaries is not None:
-                summaries["request"].observe(duration / 1e3, end)
-                summaries["queue"].observe(queue / 1e3, end)
-                summaries["compute_input"].observe(input_ns / 1e3, end)
-                summaries["compute_infer"].observe(infer / 1e3, end)
-                summaries["compute_output"].observe(output_ns / 1e3, end)
+                summaries["request"].observe(_whole_us(duration), end)
+                summaries["queue"].observe(_whole_us(queue), end)
+                summaries["compute_input"].observe(_whole_us(input_ns), end)
+                summaries["compute_infer"].observe(_whole_us(infer), end)
+                summaries["compute_output"].observe(_whole_us(output_ns), end)
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -63,17 +63,17 @@ _SUMMARIES = (
     ),
     (
         "nv_inference_compute_input_summary_us",
-        "Summary of compute input duration in microseconds (does not include cached requests)",
+        "Cumulative compute input duration in microseconds (does not include cached requests)",
         "compute_input",
     ),
     (
         "nv_inference_compute_infer_summary_us",
-        "Summary of compute inference duration in microseconds (does not include cached requests)",
+        "Cumulative compute inference duration in microseconds (does not include cached requests)",
         "compute_infer",
     ),
     (
         "nv_inference_compute_output_summary_us",
-        "Summary of inference compute output duration in microseconds (does not include cached requests)",
+        "Cumulative inference compute output duration in microseconds (does not include cached requests)",
         "compute_output",
     ),
     (
