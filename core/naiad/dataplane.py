@@ -25,7 +25,7 @@ from naiad.inference import (
     ResponseEvent,
     Scheduling,
 )
-from naiad.lifecycle import ModelLifecycle
+from naiad.lifecycle import ModelLifecycle, load_request_refused
 from naiad.logs import LogControl
 from naiad.models import ModelState, ServingModel
 from naiad.service import InferenceService
@@ -186,7 +186,10 @@ class DataPlane:
     ) -> None:
         """Load or reload a model (explicit model-control mode only), ``files`` being ``file:`` overrides."""
         self._require_explicit_control()
-        override = model_config.config_from_json(config_json) if config_json is not None else None
+        try:
+            override = model_config.config_from_json(config_json) if config_json is not None else None
+        except NaiadError as error:
+            raise load_request_refused(name, error.message) from None
         await asyncio.to_thread(self.lifecycle.load_model, name, override, files)
 
     async def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:

@@ -214,6 +214,11 @@ class ModelLifecycle:
         record.needs = frozenset(model_dependencies(config))
         try:
             model_config.detect_backend(config, source.path, self._registry.table())
+        except NaiadError as error:  # Triton cannot read such a model when it polls either
+            record.error = error.message
+            logger.error("model '%s' cannot be loaded: %s", source.name, error.message, extra={"model": source.name})
+            return _Plan(record, unreadable=True)
+        try:
             if config.default_model_filename:
                 confined_path(
                     source.path,
@@ -389,13 +394,16 @@ class ModelLifecycle:
     def _load_model(
         self, name: str, config: ModelConfig | None, files: Mapping[str, bytes] | None, loading: set[str]
     ) -> None:
-        override_dir = write_model_folder(name, config, files) if files else None
+        try:
+            override_dir = write_model_folder(name, config, files) if files else None
+        except (NaiadError, OSError) as error:  # e.g. a path leaving the folder, a name too long
+            raise load_request_refused(name, error.message if isinstance(error, NaiadError) else str(error)) from None
         source = ModelSource(name, override_dir) if override_dir is not None else self.discover().get(name)
         plan = self._plan(source, config) if source is not None else None
         if plan is None or plan.unreadable:  # Triton's answer; the log says why
             if override_dir is not None:
                 remove_model_folder(override_dir)
-            raise NaiadError(f"failed to load '{name}', failed to poll from model repository", ErrorCode.INTERNAL)
+            raise NaiadError(poll_failure(name), ErrorCode.INTERNAL)
         plan.record.override_dir = override_dir
         self._load_needs(plan, loading)
         self._install(plan)
@@ -659,6 +667,25 @@ class ModelLifecycle:
         if record is None or not record.versions:
             raise not_found(f"Request for unknown model: '{name}' is not found")
         return record
+
+
+def poll_failure(name: str) -> str:
+    """Triton's answer to a load it cannot even read the model for (the reason goes to its log)."""
+    return f"failed to load '{name}', failed to poll from model repository"
+
+
+def load_request_refused(name: str, reason: str) -> NaiadError:
+    """The answer to a load request whose config or files are unusable: Triton's (500 / INTERNAL, its
+    text), with the reason in the log for whoever sent it."""
+    logger.error(
+        "a load request for model '%s' was refused: %s; it was answered '%s', as Triton answers it. Fix the "
+        "config or files sent with the request",
+        name,
+        reason,
+        poll_failure(name),
+        extra={"model": name},
+    )
+    return NaiadError(poll_failure(name), ErrorCode.INTERNAL)
 
 
 def _continue_counters(old: Mapping[int, VersionStatus], fresh: Mapping[int, VersionStatus]) -> None:

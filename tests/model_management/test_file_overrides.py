@@ -45,6 +45,10 @@ CONFIG = json.dumps(
 )
 
 
+_INTERNAL = {"http": "500", "grpc": "StatusCode.INTERNAL"}
+_POLL_FAILURE = "failed to load '{}', failed to poll from model repository"
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("overrides")
@@ -100,11 +104,8 @@ def test_paths_that_leave_the_model_folder_are_refused(
     client = _client(server, protocol)
     with pytest.raises(InferenceServerException) as caught:
         client.load_model("sneaky", config=CONFIG, files={"file:1/model.py": DOUBLER, f"file:{path}": b"x = 1"})
-    status = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
-    assert caught.value.status() == status
-    assert f"Invalid file parameter 'file:{path}'" in caught.value.message()
-    assert str(workspace) not in caught.value.message()
-    assert "naiad-override" not in caught.value.message()
+    assert (caught.value.status(), caught.value.message()) == (_INTERNAL[protocol], _POLL_FAILURE.format("sneaky"))
+    assert "a load request for model 'sneaky' was refused: Invalid file parameter 'file:" in server.logs()
     assert not _override_folders(workspace)
     assert not list(workspace.rglob("escape.py"))
     assert not client.is_model_ready("sneaky")
@@ -115,7 +116,22 @@ def test_files_need_a_config(server: ServerProcess, protocol: str) -> None:
     client = _client(server, protocol)
     with pytest.raises(InferenceServerException) as caught:
         client.load_model("configless", files={"file:1/model.py": DOUBLER})
-    assert caught.value.message() == "Load parameter 'config' must be specified for model file override"
+    assert (caught.value.status(), caught.value.message()) == (_INTERNAL[protocol], _POLL_FAILURE.format("configless"))
+    assert "Load parameter 'config' must be specified for model file override" in server.logs()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_file_name_too_long_is_refused_and_the_server_stays_up(
+    server: ServerProcess, workspace: Path, protocol: str
+) -> None:
+    """What tritonclient's model-control example checks (Triton 2.51 itself aborts on it)."""
+    client = _client(server, protocol)
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("plain", config="{}", files={"file:" + "A" * 256: b"a"})
+    assert (caught.value.status(), caught.value.message()) == (_INTERNAL[protocol], _POLL_FAILURE.format("plain"))
+    assert client.is_server_live()
+    assert client.is_model_ready("plain")
+    assert not _override_folders(workspace)
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -124,7 +140,30 @@ def test_an_empty_config_is_a_bad_override_not_none(server: ServerProcess, proto
     client = _client(server, protocol)
     with pytest.raises(InferenceServerException) as caught:
         client.load_model("plain", config="")
-    assert caught.value.message().startswith("model config is not valid JSON: ")
+    assert (caught.value.status(), caught.value.message()) == (_INTERNAL[protocol], _POLL_FAILURE.format("plain"))
+    assert "model config is not valid JSON: " in server.logs()
+    assert client.is_model_ready("plain")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        ('"parameters": {"config": {{"max_batch_size": "16"}}}', "model config is not valid JSON"),
+        ('{"bogus_field": 1}', "no field named 'bogus_field'"),
+        ('{"instance_group": [{"kind": "KIND_NOPE"}]}', "Invalid enum value KIND_NOPE"),
+    ],
+)
+def test_a_config_that_does_not_parse_gets_tritons_answer(
+    server: ServerProcess, protocol: str, config: str, reason: str
+) -> None:
+    """500 / INTERNAL ``failed to load '<m>', failed to poll from model repository``, the reason in the
+    log: what tritonclient's model-control examples expect ("failed to load")."""
+    client = _client(server, protocol)
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("plain", config=config)
+    assert (caught.value.status(), caught.value.message()) == (_INTERNAL[protocol], _POLL_FAILURE.format("plain"))
+    assert reason in server.logs()
     assert client.is_model_ready("plain")
 
 
