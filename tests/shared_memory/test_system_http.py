@@ -65,12 +65,14 @@ def test_server_metadata_lists_system_shared_memory(client: httpclient.Inference
 def test_register_status_unregister(client: httpclient.InferenceServerClient, region: Region) -> None:
     name, key, _ = region(128)
     other, other_key, _ = region(64)
-    client.register_system_shared_memory(name, key, 128)
     client.register_system_shared_memory(other, other_key, 32, offset=16)
-    assert client.get_system_shared_memory_status() == [
+    client.register_system_shared_memory(name, key, 128)
+    entries = [
         {"name": name, "key": key, "offset": 0, "byte_size": 128},
         {"name": other, "key": other_key, "offset": 16, "byte_size": 32},
     ]
+    # listed by name, as Triton lists them, whatever the order they were registered in
+    assert client.get_system_shared_memory_status() == sorted(entries, key=lambda entry: str(entry["name"]))
     assert client.get_system_shared_memory_status(other) == [
         {"name": other, "key": other_key, "offset": 16, "byte_size": 32}
     ]

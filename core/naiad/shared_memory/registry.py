@@ -97,10 +97,10 @@ class SharedMemoryRegistry:
             region.close()
 
     def status(self, kind: str, name: str = "") -> list[dict[str, Any]]:
-        """The status of one region of ``kind``, or of every one."""
+        """The status of one region of ``kind``, or of every one (by name, as Triton lists them)."""
         with self._lock:
             if not name:
-                return [region.status() for region in self._regions.values() if region.kind == kind]
+                return [region.status() for _, region in sorted(self._regions.items()) if region.kind == kind]
             region = self._regions.get(name)
         label = "cuda" if kind == CUDA else "system"
         if region is None:
