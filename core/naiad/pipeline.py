@@ -71,7 +71,8 @@ def _reshape_outputs(forward: Deliver, reshapes: Mapping[str, Reshape], batch_di
         reshape, dims = shapes
         try:
             data = config_reshape(tensor.data, reshape, dims, batch_dims)
-        except (ValueError, RuntimeError):  # numpy's and torch's words for a size that does not fit
+        except (ValueError, RuntimeError, TypeError, AttributeError):  # a size that does not fit (numpy,
+            # torch), or a device array that cannot be reshaped
             raise NaiadError(
                 f"model '{model_name}' gave output '{tensor.name}' with shape {list(tensor.shape)}, which does not "
                 f"fit its config: reshape {list(reshape)} (the shape the model gives), dims {list(dims)}"
