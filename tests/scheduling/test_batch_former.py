@@ -102,29 +102,53 @@ def test_a_full_batch_is_max_size() -> None:
     assert (ids(batch.requests), batch.reason) == (["a", "b", "c", "d"], CloseReason.MAX_SIZE)
 
 
-def test_largest_preferred_size_is_sent_at_once() -> None:
+def test_any_preferred_size_is_sent_at_once() -> None:
+    """As Triton's GetDynamicBatch: the largest preferred prefix of what is queued goes at once."""
     clock = FakeClock()
     batcher = former(clock, preferred_batch_sizes=(2, 4), max_queue_delay_us=10_000)
     batcher.enqueue(make_request(tag="a"))
+    assert batcher.next_batch() is None
     batcher.enqueue(make_request(tag="b"))
-    assert batcher.next_batch() is None  # 2 is preferred, but 4 may still form
-    batcher.enqueue(make_request(tag="c"))
-    batcher.enqueue(make_request(tag="d"))
-    batcher.enqueue(make_request(tag="e"))
     batch = batcher.next_batch()
     assert batch is not None
-    assert (ids(batch.requests), batch.reason) == (["a", "b", "c", "d"], CloseReason.PREFERRED_SIZE)
+    assert (ids(batch.requests), batch.reason) == (["a", "b"], CloseReason.PREFERRED_SIZE)
+    for tag in "cde":
+        batcher.enqueue(make_request(tag=tag))
+    batch = batcher.next_batch()
+    assert batch is not None
+    assert (ids(batch.requests), batch.reason) == (["c", "d"], CloseReason.PREFERRED_SIZE)
+    assert batcher.next_batch() is None  # e waits for the delay, or for company
+    clock.advance_us(10_000)
+    batch = batcher.next_batch()
+    assert batch is not None
+    assert ids(batch.requests) == ["e"]
 
 
-def test_delay_expiry_prefers_a_preferred_prefix() -> None:
+def test_past_the_delay_everything_queued_goes() -> None:
     clock = FakeClock()
-    batcher = former(clock, preferred_batch_sizes=(2, 6), max_queue_delay_us=100)
+    batcher = former(clock, preferred_batch_sizes=(4, 6), max_queue_delay_us=100)
     for tag in "abc":
         batcher.enqueue(make_request(tag=tag))
+    assert batcher.next_batch() is None
+    assert batcher.next_wakeup_ns() == 100 * US
     clock.advance_us(100)
     batch = batcher.next_batch()
     assert batch is not None
-    assert ids(batch.requests) == ["a", "b"]
+    assert (ids(batch.requests), batch.reason) == (["a", "b", "c"], CloseReason.QUEUE_DELAY)
+
+
+@pytest.mark.parametrize(("queued", "batches"), [("abc", [["a", "b"]]), ("abcde", [["a", "b", "c", "d", "e"]])])
+def test_a_backlog_goes_as_one_batch_past_the_largest_preferred_size(queued: str, batches: list[list[str]]) -> None:
+    """What Triton 2.51 does with requests queued behind a busy instance (preferred sizes 2 and 4): the
+    batch formed for the instance takes in the rest of the queue unless it stopped at a preferred size
+    below the largest; no remainder is left to wait for the queue delay."""
+    clock = FakeClock()
+    batcher = former(clock, preferred_batch_sizes=(2, 4), max_queue_delay_us=500_000)
+    for tag in queued:
+        batcher.enqueue(make_request(tag=tag))
+        clock.advance_us(15_000)
+    taken = [ids(batch.requests) for batch in iter(batcher.next_batch, None)]
+    assert taken == batches
 
 
 def test_requests_with_different_shapes_never_share_a_batch() -> None:

@@ -35,6 +35,24 @@ def test_explicit_totals_refuse_instances_that_could_never_run() -> None:
         limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 2}), "greedy")
 
 
+def test_a_total_without_a_device_counts_for_each_device() -> None:
+    """As Triton: ``--rate-limit-resource=R:2`` lets two instances on device 0 that need one R each run
+    together (it is not a global resource's count only)."""
+    limiter = RateLimiter({("R", GLOBAL_DEVICE): 2})
+    first = limiter.register(ResourceNeeds({("R", 0): 1}), "a")
+    second = limiter.register(ResourceNeeds({("R", 0): 1}), "a")
+    limiter.acquire(first)
+    took_second = threading.Event()
+    worker = threading.Thread(target=lambda: (limiter.acquire(second), took_second.set()))
+    worker.start()
+    assert took_second.wait(5)  # both units of R on device 0
+    limiter.release(first)
+    limiter.release(second)
+    worker.join()
+    with pytest.raises(ValueError, match=r"needs 3 of rate-limiter resource 'R' \(device 1\)"):
+        limiter.register(ResourceNeeds({("R", 1): 3}), "greedy")
+
+
 def test_parse_resource() -> None:
     assert parse_resource("R:4") == (("R", GLOBAL_DEVICE), 4)
     assert parse_resource("mem:2:1") == (("mem", 1), 2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ class CloseReason(enum.Enum):
     SHAPE_CHANGE = "next request has different shapes"
     NO_BATCHING = "model does not batch"
     FLUSH = "flushing the queue"
+    BACKLOG = "the queue was taken in while the batch formed"
 
 
 class TimeoutAction(enum.Enum):
@@ -82,6 +83,34 @@ class Queued:
     enqueued_ns: int
     deadline_ns: int | None
     key: tuple[Any, ...]
+
+
+@dataclass(slots=True, eq=False)
+class _Payload:
+    """A batch being formed for an idle instance (Triton's payload)."""
+
+    key: tuple[Any, ...]
+    items: list[Queued] = field(default_factory=list)
+    rows: int = 0
+    reason: CloseReason = CloseReason.QUEUE_DELAY
+    saturated: bool = False
+
+    def add(self, items: list[Queued], reason: CloseReason, saturates: bool) -> None:
+        self.items.extend(items)
+        self.rows += sum(max(item.request.batch_size, 1) for item in items)
+        self.reason = reason
+        self.saturated = self.saturated or saturates
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """What one look at the queues found: requests to add to the batch (and whether that saturates
+    it), or nothing yet and when the queue delay of what waits ends."""
+
+    take: list[tuple[deque[Queued], Queued]] | None = None
+    reason: CloseReason = CloseReason.QUEUE_DELAY
+    saturates: bool = False
+    wake_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,29 +204,73 @@ class BatchFormer:
                     yield queue, item
 
     def next_batch(self, *, flush: bool = False) -> Batch | None:
-        """The batch to execute now, or None to wait (see :meth:`next_wakeup_ns`)."""
-        candidates, stop = self._candidates()
-        if not candidates:
+        """The batch an idle instance executes now, or None to wait (see :meth:`next_wakeup_ns`).
+
+        Triton's ``GetDynamicBatch``: requests from the head of the queues (priority first, never
+        overtaking, same shapes) go at once when they make a preferred batch size (the largest one
+        reachable without passing the largest preferred size), when they reach the largest preferred
+        size (or ``max_batch_size`` without preferred sizes), when the next request has other shapes
+        or would pass ``max_batch_size``, or once the oldest waited ``max_queue_delay``. As in Triton,
+        a batch formed for an instance takes in what else is queued until the instance picks it up,
+        while it is not saturated (a queue delay applies and it has not reached the largest
+        preferred size): a backlog goes as one batch rather than leaving a remainder to wait.
+        """
+        if self.rules.max_batch_size <= 0:
+            head = next(self._ordered(), None)
+            return None if head is None else self._take([head], CloseReason.NO_BATCHING)
+        decision = self._decide(None, flush)
+        if decision.take is None:
             return None
+        payload = _Payload(decision.take[0][1].key)
+        while decision.take is not None:
+            payload.add(self._remove(decision.take), decision.reason, decision.saturates)
+            if payload.saturated:
+                break
+            decision = self._decide(payload, flush)
+        return Batch([item.request for item in payload.items], payload.reason)
+
+    def _decide(self, payload: _Payload | None, flush: bool) -> _Decision:
+        """One look at the queues with ``payload`` formed so far: what to add to it, or when to look again."""
         rules = self.rules
-        if rules.max_batch_size <= 0:
-            return self._take(candidates[:1], CloseReason.NO_BATCHING)
-        sizes = [item.request.batch_size for _, item in candidates]
-        if sum(sizes) >= rules.max_batch_size or stop is CloseReason.MAX_SIZE:
-            return self._take(candidates, CloseReason.MAX_SIZE)
-        preferred = self._best_preferred_prefix(sizes)
-        largest_preferred = max(rules.preferred_batch_sizes, default=0)
-        if preferred and sum(sizes[:preferred]) == largest_preferred:
-            return self._take(candidates[:preferred], CloseReason.PREFERRED_SIZE)
-        if stop is CloseReason.SHAPE_CHANGE:
-            return self._take(candidates, CloseReason.SHAPE_CHANGE)
-        oldest = min(item.enqueued_ns for _, item in candidates)
-        if flush or self._clock() >= oldest + rules.max_queue_delay_us * _NS_PER_US:
-            reason = CloseReason.FLUSH if flush else CloseReason.QUEUE_DELAY
-            if preferred:
-                return self._take(candidates[:preferred], reason)
-            return self._take(candidates, reason)
-        return None
+        preferred = set(rules.preferred_batch_sizes)
+        max_preferred = max(preferred, default=0) or rules.max_batch_size
+        payload_rows = payload.rows if payload is not None else 0
+        key = payload.key if payload is not None else None
+        scanned: list[tuple[deque[Queued], Queued]] = []
+        pending = 0
+        best, best_reason = 0, CloseReason.MAX_SIZE  # the best prefix: a preferred size, or what fits
+        crossed = stop = None  # the largest preferred size would be passed; what ended the scan
+        for queue, item in self._ordered():
+            rows = max(item.request.batch_size, 1)
+            if payload_rows + pending == 0:
+                key = item.key
+            else:
+                if payload_rows + pending + rows > max_preferred and not best and crossed is None:
+                    best, crossed = len(scanned), CloseReason.MAX_SIZE
+                if payload_rows + pending + rows > rules.max_batch_size:
+                    stop = CloseReason.MAX_SIZE
+                    break
+                if item.key != key:
+                    stop = crossed = CloseReason.SHAPE_CHANGE
+                    break
+            scanned.append((queue, item))
+            pending += rows
+            if payload_rows + pending in preferred:
+                best, best_reason = len(scanned), CloseReason.PREFERRED_SIZE
+        if not scanned:
+            return _Decision()
+        delay_ns = rules.max_queue_delay_us * _NS_PER_US
+        oldest = min(item.enqueued_ns for _, item in scanned)
+        exceeded = delay_ns > 0 and self._clock() - oldest >= delay_ns
+        if best and not exceeded and not flush:
+            return _Decision(scanned[:best], best_reason, crossed is not None or not delay_ns)
+        if stop is not None or payload_rows + pending >= max_preferred:
+            return _Decision(scanned, stop or CloseReason.MAX_SIZE, True)
+        if flush or exceeded or not delay_ns:
+            return _Decision(scanned, CloseReason.FLUSH if flush else CloseReason.QUEUE_DELAY, False)
+        if payload is not None and crossed is None and payload.rows not in preferred:
+            return _Decision(scanned, CloseReason.BACKLOG, False)
+        return _Decision(wake_ns=oldest + delay_ns)
 
     def next_deadline_ns(self) -> int | None:
         """When the earliest queue timeout falls due (None if no request can time out)."""
@@ -205,50 +278,22 @@ class BatchFormer:
 
     def next_wakeup_ns(self) -> int | None:
         """When the answer of :meth:`next_batch` or :meth:`expire` may change on its own."""
-        times = [self.next_deadline_ns()]
-        candidates, _ = self._candidates()
-        if candidates:
-            oldest = min(item.enqueued_ns for _, item in candidates)
-            times.append(oldest + self.rules.max_queue_delay_us * _NS_PER_US)
+        wake = self._decide(None, False).wake_ns if self.rules.max_batch_size > 0 else None
+        times = [self.next_deadline_ns(), wake]
         return min((time for time in times if time is not None), default=None)
 
-    def _candidates(self) -> tuple[list[tuple[deque[Queued], Queued]], CloseReason | None]:
-        """Requests from the head that fit one batch, and what stopped the batch from growing.
-
-        The batch stops at the first request with other shapes (SHAPE_CHANGE) or the first
-        that would take it past max_batch_size rows (MAX_SIZE); requests never overtake.
-        """
-        chosen: list[tuple[deque[Queued], Queued]] = []
-        total = 0
-        limit = max(self.rules.max_batch_size, 1)
-        for queue, item in self._ordered():
-            if chosen and item.key != chosen[0][1].key:
-                return chosen, CloseReason.SHAPE_CHANGE
-            if chosen and total + item.request.batch_size > limit:
-                return chosen, CloseReason.MAX_SIZE
-            chosen.append((queue, item))
-            total += item.request.batch_size
-        return chosen, None
-
-    def _best_preferred_prefix(self, sizes: Sequence[int]) -> int:
-        """Length of the longest prefix whose row count is a preferred batch size (0 if none)."""
-        preferred = set(self.rules.preferred_batch_sizes)
-        best = 0
-        running = 0
-        for length, size in enumerate(sizes, start=1):
-            running += size
-            if running in preferred:
-                best = length
-        return best
+    @classmethod
+    def _take(cls, chosen: list[tuple[deque[Queued], Queued]], reason: CloseReason) -> Batch:
+        return Batch([item.request for item in cls._remove(chosen)], reason)
 
     @staticmethod
-    def _take(chosen: list[tuple[deque[Queued], Queued]], reason: CloseReason) -> Batch:
+    def _remove(chosen: list[tuple[deque[Queued], Queued]]) -> list[Queued]:
         for queue, item in chosen:
             if queue[0] is item:
                 queue.popleft()
             else:
                 queue.remove(item)
-        return Batch([item.request for _, item in chosen], reason)
+        return [item for _, item in chosen]
 
 
 def timed_out_error() -> NaiadError:

@@ -4,8 +4,9 @@ Off by default, as in Triton (``--rate-limit=off``). With ``--rate-limit=executi
 instance whose group declares ``rate_limiter { resources [...] priority: N }`` waits before each
 execution until its resources are available; among waiting instances, those with a lower
 ``priority`` value get proportionally more turns (priority 2 gets half the turns of priority 1).
-Resource totals come from ``--rate-limit-resource=<name>:<count>[:<device>]``, or default to the
-largest amount any single instance asks for.
+Resource totals come from ``--rate-limit-resource=<name>:<count>[:<device>]`` (without a device:
+the global resource's count, and each device's), or default to the largest amount any single
+instance asks for.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class RateLimiter:
         with self._lock:
             for (name, device), amount in needs.amounts.items():
                 key = (name, device)
+                every_device = self._explicit.get((name, GLOBAL_DEVICE))
+                if key not in self._explicit and every_device is not None:
+                    # as Triton, a --rate-limit-resource without a device counts for each device
+                    self._explicit[key] = self._totals[key] = self._free[key] = every_device
                 total = self._totals.get(key, 0)
                 if key in self._explicit and amount > total:
                     where = "global" if device == GLOBAL_DEVICE else f"device {device}"
