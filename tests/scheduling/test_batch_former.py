@@ -78,6 +78,17 @@ def test_waits_for_the_queue_delay_then_sends() -> None:
     assert batch.reason is CloseReason.QUEUE_DELAY
 
 
+def test_a_delay_that_passes_after_a_look_wakes_the_instance_at_once() -> None:
+    """The delay may pass between an idle instance's look and its question of when to look again: the
+    answer is now, or the queued requests would wait for the next arrival."""
+    clock = FakeClock()
+    batcher = former(clock, max_queue_delay_us=500)
+    batcher.enqueue(make_request(tag="a"))
+    assert batcher.next_batch() is None
+    clock.advance_us(600)
+    assert batcher.next_wakeup_ns() == clock.now
+
+
 def test_max_batch_size_sends_without_waiting_and_counts_rows() -> None:
     clock = FakeClock()
     batcher = former(clock, max_batch_size=4, max_queue_delay_us=10_000)

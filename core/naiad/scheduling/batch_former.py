@@ -278,7 +278,10 @@ class BatchFormer:
 
     def next_wakeup_ns(self) -> int | None:
         """When the answer of :meth:`next_batch` or :meth:`expire` may change on its own."""
-        wake = self._decide(None, False).wake_ns if self.rules.max_batch_size > 0 else None
+        wake = None
+        if self.rules.max_batch_size > 0:
+            decision = self._decide(None, False)
+            wake = self._clock() if decision.take is not None else decision.wake_ns  # due already: now
         times = [self.next_deadline_ns(), wake]
         return min((time for time in times if time is not None), default=None)
 
