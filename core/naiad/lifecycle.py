@@ -208,16 +208,12 @@ class ModelLifecycle:
                 config.CopyFrom(override)
             check_model_name(config.name, source.name)
         except NaiadError as error:
-            record.error = error.message
-            logger.error("model '%s' cannot be loaded: %s", source.name, error.message, extra={"model": source.name})
-            return _Plan(record, unreadable=True)
+            return _refused(record, error, unreadable=True)
         record.needs = frozenset(model_dependencies(config))
         try:
             model_config.detect_backend(config, source.path, self._registry.table())
         except NaiadError as error:  # Triton cannot read such a model when it polls either
-            record.error = error.message
-            logger.error("model '%s' cannot be loaded: %s", source.name, error.message, extra={"model": source.name})
-            return _Plan(record, unreadable=True)
+            return _refused(record, error, unreadable=True)
         try:
             if config.default_model_filename:
                 confined_path(
@@ -241,9 +237,7 @@ class ModelLifecycle:
             available = model_config.list_version_dirs(source.path)
             chosen, warnings = model_config.select_versions(config.version_policy, available)
         except NaiadError as error:
-            record.error = error.message
-            logger.error("model '%s' cannot be loaded: %s", source.name, error.message, extra={"model": source.name})
-            return _Plan(record)
+            return _refused(record, error, unreadable=False)
         for warning in warnings:
             logger.warning("model '%s': %s", source.name, warning, extra={"model": source.name})
         if not chosen:
@@ -669,6 +663,13 @@ class ModelLifecycle:
         return record
 
 
+def _refused(record: ModelRecord, error: NaiadError, *, unreadable: bool) -> _Plan:
+    """The plan of a model that cannot be loaded, its reason logged and kept on its record."""
+    record.error = error.message
+    logger.error("model '%s' cannot be loaded: %s", record.name, error.message, extra={"model": record.name})
+    return _Plan(record, unreadable=unreadable)
+
+
 def poll_failure(name: str) -> str:
     """Triton's answer to a load it cannot even read the model for (the reason goes to its log)."""
     return f"failed to load '{name}', failed to poll from model repository"
@@ -694,8 +695,8 @@ def _continue_counters(old: Mapping[int, VersionStatus], fresh: Mapping[int, Ver
         before = old.get(version)
         if before is None or before.serving is None or status.serving is None:
             continue
-        if status.serving.statistics is not None:
-            status.serving.statistics.predecessor = before.serving.statistics
+        if status.serving.statistics is not None and before.serving.statistics is not None:
+            status.serving.statistics.follow(before.serving.statistics)
 
 
 def _reachable(start: Collection[str], needs: Mapping[str, Collection[str]], *, reverse: bool = False) -> set[str]:

@@ -12,11 +12,12 @@ from naiad.backend_model import BackendModel
 from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import Deliver, InferenceRequest, RequestedOutput
 from naiad.protocol.model_config_pb2 import ModelConfig
-from naiad.reshapes import Reshape
+from naiad.reshapes import Reshape, model_shaped
 from naiad.response_cache import ModelCache
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import InstanceRunner
 from naiad.statistics import ModelStatistics
+from naiad.tensor import Tensor
 
 
 class ModelState(enum.Enum):
@@ -87,6 +88,10 @@ class ModelSignature:
                 if tensor.HasField("reshape")
             },
         )
+
+    def model_shaped(self, inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """``inputs`` as the backend gets them: each with a config reshape in its reshape form."""
+        return model_shaped(inputs, self.reshapes, self.max_batch_size > 0)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

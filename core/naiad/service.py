@@ -26,7 +26,6 @@ from naiad.inference import (
 )
 from naiad.lifecycle import ModelLifecycle
 from naiad.models import ServingModel
-from naiad.reshapes import model_shaped
 from naiad.tensor import Tensor
 from naiad.trace_settings import TraceSettings
 from naiad.tracing import FrontendTiming, Tracer
@@ -161,7 +160,7 @@ class InferenceService:
         if zero_led(signature, inputs):
             check_empty_items(model.name, signature, inputs, batch_size, request_id)
         if signature.reshapes:  # the model gets them in their config reshape, as in Triton
-            by_name = model_shaped(by_name, signature.reshapes, signature.max_batch_size > 0)
+            by_name = signature.model_shaped(by_name)
         sender = ResponseSender(sink, model.pipeline, cancellation)
         if outputs:
             options = {name: out for name, out in requested.items() if out.classification or out.destination}

@@ -37,7 +37,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from naiad.cancellation import CancellationToken
@@ -340,6 +340,30 @@ def _fails(response: InferenceResponse, tracker: RequestTracker) -> bool:
     )
 
 
+def _with_counters_of(snapshot: StatisticsSnapshot, other: StatisticsSnapshot | None) -> StatisticsSnapshot:
+    """``snapshot`` with the counters (counts and total times) of ``other`` added."""
+    if other is None:
+        return snapshot
+
+    def add(first: Duration, second: Duration) -> Duration:
+        return Duration(first.count + second.count, first.ns + second.ns)
+
+    return replace(
+        snapshot,
+        inference_count=snapshot.inference_count + other.inference_count,
+        execution_count=snapshot.execution_count + other.execution_count,
+        failures={reason: count + other.failures.get(reason, 0) for reason, count in snapshot.failures.items()},
+        success=add(snapshot.success, other.success),
+        fail=add(snapshot.fail, other.fail),
+        queue=add(snapshot.queue, other.queue),
+        compute_input=add(snapshot.compute_input, other.compute_input),
+        compute_infer=add(snapshot.compute_infer, other.compute_infer),
+        compute_output=add(snapshot.compute_output, other.compute_output),
+        cache_hit=add(snapshot.cache_hit, other.cache_hit),
+        cache_miss=add(snapshot.cache_miss, other.cache_miss),
+    )
+
+
 def _whole_us(ns: int) -> int:
     """Nanoseconds as whole microseconds, the unit of Triton's summaries."""
     return ns // 1000
@@ -372,9 +396,11 @@ class ModelStatistics:
         self.options = options
         self.load_seconds = 0.0
         self.gpu_devices: set[int] = set()  # GPU ordinals of its KIND_GPU instances
-        # The statistics of the version this one replaced in a reload: /metrics counters go on from
-        # its totals, as Triton's do (the statistics extension starts again from zero).
-        self.predecessor: ModelStatistics | None = None
+        # /metrics counters go on across reloads, as Triton's do (the statistics extension starts
+        # again from zero): the version this one replaced, whose last requests may still finish, and
+        # the frozen totals of those before it.
+        self._replaced: ModelStatistics | None = None
+        self._carried: StatisticsSnapshot | None = None
         self.lock = threading.Lock()  # guards the counters (folding, snapshots, per-response counts)
         self.open_requests: dict[RequestTracker, None] = {}  # tracked, not yet counted
         # (arrival, started, end, input ns, output ns, batch size, failure reason or None)
@@ -622,6 +648,22 @@ class ModelStatistics:
         if not self._last_end_ns:
             return 0
         return (time.time_ns() - (time.monotonic_ns() - self._last_end_ns)) // 1_000_000
+
+    def follow(self, replaced: ModelStatistics) -> None:
+        """Count on, in /metrics, from the statistics of the version this one replaces in a reload.
+
+        Only that version stays referenced; the ones before it, done with their requests by now,
+        are folded into frozen totals.
+        """
+        before = replaced._replaced
+        self._carried = _with_counters_of(before.snapshot(), replaced._carried) if before else replaced._carried
+        self._replaced = replaced
+        replaced._replaced = replaced._carried = None  # it serves no more: nothing asks it for metrics
+
+    def metric_counters(self) -> StatisticsSnapshot:
+        """A snapshot whose counters include those of the versions this one replaced in reloads."""
+        snapshot = _with_counters_of(self.snapshot(), self._carried)
+        return snapshot if self._replaced is None else _with_counters_of(snapshot, self._replaced.snapshot())
 
     def snapshot(self) -> StatisticsSnapshot:
         """A consistent copy of every counter."""

@@ -23,7 +23,6 @@ from naiad.inference import Deliver, InferenceRequest, RequestedOutput, Response
 from naiad.models import ModelSignature
 from naiad.pipeline import build_pipeline
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelWarmup
-from naiad.reshapes import model_shaped
 from naiad.scheduling.execution import InstanceRunner
 from naiad.statistics import ModelStatistics
 from naiad.tensor import Tensor
@@ -73,7 +72,7 @@ def _row_inputs(
     if config.max_batch_size > 0:
         inputs = [Tensor(t.name, t.datatype, t.data.reshape((1, *t.data.shape))) for t in inputs]
     validate_inputs(config.name, signature, inputs, "")
-    return model_shaped({tensor.name: tensor for tensor in inputs}, signature.reshapes, config.max_batch_size > 0)
+    return signature.model_shaped({tensor.name: tensor for tensor in inputs})
 
 
 def sample_inputs(config: ModelConfig, model_dir: Path, sample: ModelWarmup) -> list[Tensor]:

@@ -295,3 +295,18 @@ def test_a_final_flag_racing_the_end_of_execute_is_counted_exactly_once() -> Non
     assert snapshot.success.count == snapshot.execution_count == 1200
     assert snapshot.in_flight == 0
     assert not stats.open_requests
+
+
+def test_metric_counters_go_on_across_reloads_holding_one_replaced_version() -> None:
+    """Each reload's statistics start from zero; their metric counters add those of every version
+    before, of which only the one just replaced stays referenced."""
+    versions = [ModelStatistics("m", 1) for _ in range(3)]
+    for generation, stats in enumerate(versions):
+        if generation:
+            stats.follow(versions[generation - 1])
+        runner = _runner(Echo(), stats)
+        runner.execute([_request(stats) for _ in range(generation + 1)])
+        assert stats.snapshot().success.count == generation + 1
+    latest = versions[-1].metric_counters()
+    assert (latest.success.count, latest.inference_count, latest.execution_count) == (6, 6, 3)
+    assert versions[1].metric_counters().success.count == 2  # its own: what it carried went to the latest

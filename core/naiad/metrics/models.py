@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from prometheus_client.metrics_core import Metric
 
@@ -17,7 +17,7 @@ from naiad.lifecycle import ModelLifecycle
 from naiad.metrics.config import MetricsOptions
 from naiad.metrics.exposition import format_value
 from naiad.models import ServingModel
-from naiad.statistics import FAILURE_REASONS, Duration, HistogramSnapshot, ModelStatistics, StatisticsSnapshot
+from naiad.statistics import FAILURE_REASONS, Duration, HistogramSnapshot, StatisticsSnapshot
 
 _TAG_INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -136,7 +136,7 @@ class ModelCollector:
                 versions.append(
                     _Version(
                         self._labels(model),
-                        _counting_predecessors(statistics),
+                        statistics.metric_counters(),
                         model.config.max_batch_size,
                         statistics.decoupled,
                         model.config.response_cache.enable,
@@ -242,34 +242,6 @@ class ModelCollector:
             "Decoupled models: time between consecutive successful responses of a request, in seconds",
             ((v.labels, v.stats.time_between_responses) for v in streaming),
         )
-
-
-def _counting_predecessors(statistics: ModelStatistics) -> StatisticsSnapshot:
-    """A version's snapshot whose counters include those of the versions it replaced in reloads."""
-    snapshot = statistics.snapshot()
-    earlier = statistics.predecessor
-    while earlier is not None:
-        old = earlier.snapshot()
-        snapshot = replace(
-            snapshot,
-            inference_count=snapshot.inference_count + old.inference_count,
-            execution_count=snapshot.execution_count + old.execution_count,
-            failures={reason: count + old.failures.get(reason, 0) for reason, count in snapshot.failures.items()},
-            success=_sum(snapshot.success, old.success),
-            fail=_sum(snapshot.fail, old.fail),
-            queue=_sum(snapshot.queue, old.queue),
-            compute_input=_sum(snapshot.compute_input, old.compute_input),
-            compute_infer=_sum(snapshot.compute_infer, old.compute_infer),
-            compute_output=_sum(snapshot.compute_output, old.compute_output),
-            cache_hit=_sum(snapshot.cache_hit, old.cache_hit),
-            cache_miss=_sum(snapshot.cache_miss, old.cache_miss),
-        )
-        earlier = earlier.predecessor
-    return snapshot
-
-
-def _sum(first: Duration, second: Duration) -> Duration:
-    return Duration(first.count + second.count, first.ns + second.ns)
 
 
 def _cache_value(version: _Version, attribute: str, unit: str) -> int:

@@ -45,7 +45,6 @@ from naiad.models import ModelState, ServingModel, VersionStatus
 from naiad.plugins import BackendRegistry, BackendSettings
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.repository import ModelSource
-from naiad.reshapes import model_shaped
 from naiad.server_handle import ServerHandle
 from naiad.sinks import BlockingSink
 from naiad.statistics import StatisticsOptions
@@ -177,13 +176,10 @@ class LoadedModel:
         """
         collector = ResponseCollector()
         names = list(outputs) or list(self.serving.default_outputs)
-        signature = self.serving.signature
         request = InferenceRequest(
             model_name=self.name,
             model_version=self.version,
-            inputs=model_shaped(
-                {tensor.name: tensor for tensor in tensors(inputs)}, signature.reshapes, signature.max_batch_size > 0
-            ),
+            inputs=self.serving.signature.model_shaped({tensor.name: tensor for tensor in tensors(inputs)}),
             requested_outputs={name: RequestedOutput(name) for name in names},
             sender=ResponseSender(collector, self.serving.pipeline),
             **fields,
