@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimiter, ResourceNeeds, parse_resource
+from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimiter, ResourceNeeds, _Waiter, parse_resource
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
 
@@ -105,3 +106,134 @@ def test_models_sharing_a_resource_take_turns(
     server = naiad_server(model_repository.root, args=(f"--rate-limit={mode}",))
     elapsed = _two_slow_requests(server)
     assert (elapsed >= 1.6) is serialised
+
+
+def _take_turns(limiter: RateLimiter, waiter: _Waiter, name: str, turns: int, order: list[str]) -> None:
+    """A worker with work always queued: each execution keeps its resources for the next ask."""
+    for _ in range(turns):
+        limiter.acquire(waiter)
+        order.append(name)
+        limiter.release(waiter, keep=True)
+    limiter.end_turn(waiter)
+
+
+def test_an_instance_with_more_work_competes_for_the_next_turn_by_priority() -> None:
+    """As Triton's rate limiter (fewest executions times priority first, two counted before the first):
+    with both instances busy, priority 1 gets two turns for each one of priority 2; a finished instance
+    does not simply hand its turn to whoever waits."""
+    limiter = RateLimiter({("R", GLOBAL_DEVICE): 1})
+    gate = limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 1}), "gate")
+    low = limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 1}, priority=1), "low")
+    high = limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 1}, priority=2), "high")
+    limiter.acquire(gate)
+    order: list[str] = []
+    workers = [
+        threading.Thread(target=_take_turns, args=(limiter, waiter, name, 6, order))
+        for waiter, name in ((low, "low"), (high, "high"))
+    ]
+    for worker in workers:
+        worker.start()
+    deadline = time.monotonic() + 5
+    while not (low.waiting and high.waiting) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    limiter.release(gate)
+    for worker in workers:
+        worker.join(10)
+    assert order[:9] == ["low", "low", "high", "low", "low", "high", "low", "low", "high"]
+    assert sorted(order) == ["high"] * 6 + ["low"] * 6  # every turn was taken, and the resource given back
+    assert limiter._free[("R", GLOBAL_DEVICE)] == 1
+
+
+def test_a_kept_turn_is_given_back_when_the_instance_finds_no_work() -> None:
+    limiter = RateLimiter({("R", GLOBAL_DEVICE): 1})
+    first = limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 1}), "a")
+    second = limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 1}), "b")
+    limiter.acquire(first)
+    limiter.release(first, keep=True)
+    took_second = threading.Event()
+    worker = threading.Thread(target=lambda: (limiter.acquire(second), took_second.set()))
+    worker.start()
+    assert not took_second.wait(0.2)  # "a" still holds R while it looks for its next batch
+    limiter.end_turn(first)
+    assert took_second.wait(5)
+    limiter.release(second)
+    worker.join()
+    limiter.unregister(first)
+
+
+ORDERED = """
+import time
+from pathlib import Path
+
+import triton_python_backend_utils as pb_utils
+
+WORK = Path(WORK_DIR)
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.name = args["model_name"]
+
+    def execute(self, requests):
+        if requests[0].inputs()[0].as_numpy()[0] == 1:  # hold the resource until the rest is queued
+            (WORK / "started").touch()
+            while not (WORK / "go").exists():
+                time.sleep(0.02)
+        with open(WORK / "order", "a") as log:
+            log.write(self.name + "\\n")
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", r.inputs()[0].as_numpy())]) for r in requests]
+"""
+
+
+def _pending(server: ServerProcess) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("nv_inference_pending_request_count{"):
+            model = line.split('model="')[1].split('"')[0]
+            counts[model] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+@pytest.mark.parametrize(
+    ("priorities", "turns"),
+    [((1, 10), "LLLLLHHHH"), ((1, 1), "LHLHLHLHL"), ((1, 3), "LLLLHLHHH"), ((4, 3), "LHHLHHLLL")],
+)
+def test_queued_work_takes_turns_on_a_shared_resource_as_on_triton(
+    model_repository: ModelRepositoryBuilder,
+    naiad_server: Callable[..., ServerProcess],
+    priorities: tuple[int, int],
+    turns: str,
+) -> None:
+    """Both models have five and four requests queued when the resource frees: the turns go by executions
+    times priority, in the order Triton 2.51 ran the same requests (L: the model named first)."""
+    work = model_repository.root.parent / "work"
+    work.mkdir()
+    for name, priority in zip(("low", "high"), priorities, strict=True):
+        config = LIMITED.replace("count: 1 } ]", f"count: 1 }} ] priority: {priority}")
+        model_repository.add_python_model(name, ORDERED.replace("WORK_DIR", repr(str(work))), config)
+    server = naiad_server(model_repository.root, args=("--rate-limit=execution_count",))
+
+    def call(model: str, value: float) -> None:
+        client = httpclient.InferenceServerClient(server.http_url)
+        tensor = httpclient.InferInput("IN", [1], "FP32")
+        tensor.set_data_from_numpy(np.full(1, value, dtype=np.float32))
+        client.infer(model, [tensor])
+
+    first = threading.Thread(target=call, args=("low", 1.0))
+    first.start()
+    deadline = time.monotonic() + 10
+    while not (work / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    others = [threading.Thread(target=call, args=(model, 2.0)) for model in ("low", "high") for _ in range(4)]
+    for thread in others:
+        thread.start()
+    while _pending(server) != {"low": 4, "high": 4} and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _pending(server) == {"low": 4, "high": 4}
+    (work / "go").touch()
+    for thread in [first, *others]:
+        thread.join(30)
+    order = (work / "order").read_text().split()
+    assert "".join(name[0].upper() for name in order) == turns

@@ -50,12 +50,21 @@ class DirectScheduler(Scheduler):
         self._threads.join()
 
     def _work(self, runner: InstanceRunner) -> None:
-        while (request := self._queue.get()) is not None:
+        while (request := self._next(runner)) is not None:
             if request.is_cancelled():
                 answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))
             else:
-                runner.execute((request,))
+                runner.execute((request,), keep_turn=True)
             del request  # a finished request's tensors must not wait here for the next one
+        runner.end_turn()
+
+    def _next(self, runner: InstanceRunner) -> InferenceRequest | None:
+        """The next queued request, or None to stop; the instance's rate-limiter turn ends before it waits."""
+        try:
+            return self._queue.get_nowait()
+        except queue.Empty:
+            runner.end_turn()
+            return self._queue.get()
 
     def _take(self, runner: InstanceRunner, flush: bool) -> Sequence[InferenceRequest] | None:
         """The next request for an idle async instance (on the loop), or None; cancelled ones are answered."""

@@ -122,10 +122,11 @@ class DynamicScheduler(Scheduler):
         self._threads.join()
 
     def _work(self, runner: InstanceRunner) -> None:
-        while (batch := self._next_batch()) is not None:
+        while (batch := self._next_batch(runner)) is not None:
             self._log(batch, runner.name)
-            runner.execute(batch.requests)
+            runner.execute(batch.requests, keep_turn=True)
             del batch  # a finished batch's tensors must not wait here for the next one
+        runner.end_turn()
 
     def _log(self, batch: Batch, runner: str) -> None:
         self.batch_sizes[batch.size] += 1
@@ -154,7 +155,7 @@ class DynamicScheduler(Scheduler):
             self._answer_removed()
             return self._wait_seconds()
 
-    def _next_batch(self) -> Batch | None:
+    def _next_batch(self, runner: InstanceRunner) -> Batch | None:
         with self._work_ready:
             while True:
                 self._answer_removed()
@@ -165,6 +166,7 @@ class DynamicScheduler(Scheduler):
                     return batch
                 if self._stopping:
                     return None
+                runner.end_turn()
                 self._work_ready.wait(self._wait_seconds())
 
     def _apply_timeouts(self) -> None:

@@ -88,8 +88,13 @@ class InstanceRunner:
         """The server's event loop, which an async instance's ``execute`` runs on (None for others)."""
         return self._loop
 
-    def execute(self, requests: Sequence[InferenceRequest]) -> None:
-        """Run one batch to the end of ``execute``; call from a worker thread, never the loop."""
+    def execute(self, requests: Sequence[InferenceRequest], *, keep_turn: bool = False) -> None:
+        """Run one batch to the end of ``execute``; call from a worker thread, never the loop.
+
+        ``keep_turn``: the caller looks for the instance's next batch at once, so a rate-limited
+        instance keeps its resources until its next ``execute`` competes for them with the instances
+        waiting (as Triton re-stages an instance whose model has requests queued), or until
+        :meth:`end_turn` says it found no work."""
         limit, waiter = self._rate_limit, self._waiter
         if limit is not None and waiter is not None:
             limit.limiter.acquire(waiter)  # waiting for resources counts as queue time
@@ -111,7 +116,13 @@ class InstanceRunner:
                 self._answer_forgotten(requests)
         finally:
             if limit is not None and waiter is not None:
-                limit.limiter.release(waiter)
+                limit.limiter.release(waiter, keep=keep_turn)
+
+    def end_turn(self) -> None:
+        """The worker that ran ``execute(..., keep_turn=True)`` found no next batch and will wait for one:
+        give back the rate-limiter resources it kept. Call before every wait for work."""
+        if self._rate_limit is not None and self._waiter is not None:
+            self._rate_limit.limiter.end_turn(self._waiter)
 
     async def execute_async(self, requests: Sequence[InferenceRequest]) -> None:
         """Run one batch on the event loop (async instances only; rate limiting does not apply)."""

@@ -2,8 +2,13 @@
 
 Off by default, as in Triton (``--rate-limit=off``). With ``--rate-limit=execution_count`` an
 instance whose group declares ``rate_limiter { resources [...] priority: N }`` waits before each
-execution until its resources are available; among waiting instances, those with a lower
-``priority`` value get proportionally more turns (priority 2 gets half the turns of priority 1).
+execution until its resources are available; the turn goes to the waiting instance with the fewest
+executions times its ``priority`` (priority 2 gets half the turns of priority 1), counting two for
+each instance before its first (Triton counts an instance's initialization and warmup), and among
+equals to the one that has waited longest. An instance that
+finished an execution and has more work competes for the next turn with those already waiting, as
+Triton re-stages an instance whose model has requests queued: it keeps its resources until it asks
+again (:meth:`RateLimiter.release` with ``keep``) or finds no work (:meth:`RateLimiter.end_turn`).
 Resource totals come from ``--rate-limit-resource=<name>:<count>[:<device>]`` (without a device:
 the global resource's count, and each device's), or default to the largest amount any single
 instance asks for.
@@ -28,11 +33,18 @@ class ResourceNeeds:
     priority: int = 1
 
 
+_EXECUTIONS_BEFORE_SERVING = 2
+"""What Triton 2.51's limiter counts for an instance before its first request (checked side by side:
+two busy models of priority 1 and 3 run 1, 1, 1, 1, 3, 1, 3, 3, 3 on both servers)."""
+
+
 @dataclass(slots=True, eq=False)
 class _Waiter:
     needs: ResourceNeeds
-    served: int = 0
+    executions: int = _EXECUTIONS_BEFORE_SERVING
     waiting: bool = False
+    waiting_since: int = 0  # when it asked for its turn, in the limiter's own count of asks
+    kept: bool = False  # still holds the resources of its last execution
     turn: threading.Event = field(default_factory=threading.Event)
 
 
@@ -45,6 +57,7 @@ class RateLimiter:
         self._free = dict(explicit)
         self._lock = threading.Lock()
         self._waiters: list[_Waiter] = []
+        self._asks = 0
 
     def register(self, needs: ResourceNeeds, model: str) -> _Waiter:
         """Add an instance; resources not set on the command line grow to what it needs."""
@@ -72,33 +85,59 @@ class RateLimiter:
     def unregister(self, waiter: _Waiter) -> None:
         with self._lock:
             self._waiters.remove(waiter)
+            self._end_turn(waiter)
 
     def acquire(self, waiter: _Waiter) -> None:
-        """Block until it is this instance's turn and its resources are taken."""
+        """Block until it is this instance's turn and its resources are taken; resources it kept
+        from its last execution are put up for this turn, which it may win again."""
         with self._lock:
+            if waiter.kept:
+                self._give_back(waiter)
             waiter.waiting = True
+            self._asks += 1
+            waiter.waiting_since = self._asks
             waiter.turn.clear()
             self._grant()
         waiter.turn.wait()
 
-    def release(self, waiter: _Waiter) -> None:
+    def release(self, waiter: _Waiter, *, keep: bool = False) -> None:
+        """An execution ended. With ``keep`` the instance looks for its next batch at once and keeps
+        its resources until it asks for a turn again or calls :meth:`end_turn`."""
         with self._lock:
-            for key, amount in waiter.needs.amounts.items():
-                self._free[key] = self._free.get(key, 0) + amount
+            if keep:
+                waiter.kept = True
+            else:
+                self._give_back(waiter)
+                self._grant()
+
+    def end_turn(self, waiter: _Waiter) -> None:
+        """The instance found no work: give back the resources it kept."""
+        with self._lock:
+            self._end_turn(waiter)
+
+    def _end_turn(self, waiter: _Waiter) -> None:
+        if waiter.kept:
+            self._give_back(waiter)
             self._grant()
 
+    def _give_back(self, waiter: _Waiter) -> None:
+        waiter.kept = False
+        for key, amount in waiter.needs.amounts.items():
+            self._free[key] = self._free.get(key, 0) + amount
+
     def _grant(self) -> None:
-        """Give turns to waiting instances whose resources fit, fewest weighted turns first."""
+        """Give turns to waiting instances whose resources fit: fewest weighted executions first, then the
+        longest waiting."""
         candidates = sorted(
             (waiter for waiter in self._waiters if waiter.waiting),
-            key=lambda waiter: waiter.served * max(waiter.needs.priority, 1),
+            key=lambda waiter: (waiter.executions * max(waiter.needs.priority, 1), waiter.waiting_since),
         )
         for waiter in candidates:
             if all(self._free.get(key, 0) >= amount for key, amount in waiter.needs.amounts.items()):
                 for key, amount in waiter.needs.amounts.items():
                     self._free[key] = self._free.get(key, 0) - amount
                 waiter.waiting = False
-                waiter.served += 1
+                waiter.executions += 1
                 waiter.turn.set()
 
 

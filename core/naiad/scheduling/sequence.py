@@ -159,19 +159,20 @@ class SequenceScheduler(Scheduler):
         batcher = self._batchers[index]
         while True:
             with self._condition:
-                batch = self._next_batch(batcher)
+                batch = self._next_batch(batcher, runner)
                 if batch is None:
+                    runner.end_turn()
                     return
                 requests = self._materialize(batch)
                 self._record(batch, requests, runner.name, batcher)
-            runner.execute(requests)
+            runner.execute(requests, keep_turn=True)
             with self._condition:
                 if isinstance(batcher, OldestSlots):
                     batcher.complete_all(requests)
                 self._condition.notify_all()
             del batch, requests  # a finished batch's tensors must not wait here for the next one
 
-    def _next_batch(self, batcher: DirectSlots | OldestSlots) -> SlotBatch | Batch | None:
+    def _next_batch(self, batcher: DirectSlots | OldestSlots, runner: InstanceRunner) -> SlotBatch | Batch | None:
         while True:
             batch = batcher.next_batch(flush=self._stopping)
             for request in batcher.take_cancelled():
@@ -180,6 +181,7 @@ class SequenceScheduler(Scheduler):
                 return batch
             if self._stopping and batcher.idle():
                 return None
+            runner.end_turn()
             self._condition.wait(self._wait_seconds(batcher.next_wakeup_ns()))
 
     def _keep(self) -> None:
