@@ -185,6 +185,22 @@ class TritonPythonModel:
 """
 
 
+SHAPE_SEEN = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            seen = np.array([x.shape], dtype=np.int64)  # one row: the batch of 1 this model is sent
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x + 1), pb_utils.Tensor("SEEN", seen)]))
+        return responses
+"""
+
+
 def tensor(name: str, data_type: str, dims: str) -> str:
     return f'{{ name: "{name}" data_type: {data_type} dims: {dims} }}'
 
@@ -367,6 +383,27 @@ def build_repository(root: Path) -> Path:
                 step("optional_sum", {"A": "y", "B": "EXTRA"}, {"S": "S"}),
             ],
         ),
+        {"1/.keep": ""},
+    )
+    builder.add_python_model(  # a batching step inside a non-batching ensemble, and the reverse
+        "batching_add_one",
+        SHAPE_SEEN,
+        python_config([_X], [_Y, tensor("SEEN", "TYPE_INT64", "[ 2 ]")]).replace(
+            "max_batch_size: 0", "max_batch_size: 8"
+        ),
+    )
+    builder.add_model(
+        "unbatched_over_batching",
+        ensemble(
+            [_X],
+            [_Y, tensor("SEEN", "TYPE_INT64", "[ 2 ]")],
+            [step("batching_add_one", {"X": "X"}, {"Y": "Y", "SEEN": "SEEN"})],
+        ),
+        {"1/.keep": ""},
+    )
+    builder.add_model(
+        "batching_over_unbatched",
+        ensemble([_X], [_Y], [step("add_one", {"X": "X"}, {"Y": "Y"})], max_batch_size=8),
         {"1/.keep": ""},
     )
     for name, config in BROKEN.items():

@@ -168,6 +168,36 @@ def test_a_request_runs_only_the_steps_its_outputs_need(http: httpclient.Inferen
     assert echo_executions() == before + 1
 
 
+def test_a_batching_step_of_a_non_batching_ensemble_gets_a_batch_of_one(http: httpclient.InferenceServerClient) -> None:
+    """As Triton: a tensor from a non-batching source gains a batch dimension of 1 for a batching step,
+    and a batch of 1 loses it again on its way to an answer that has none."""
+    x = np.arange(4, dtype=np.float32)
+    result = http.infer("unbatched_over_batching", [_http_input("X", x, "FP32")])
+    np.testing.assert_array_equal(result.as_numpy("SEEN"), [1, 4])  # the step saw [1, 4]
+    np.testing.assert_array_equal(result.as_numpy("Y"), x + 1)
+    assert result.get_output("Y")["shape"] == [4]
+
+
+def test_a_batch_of_one_reaches_a_non_batching_step_without_its_batch_dimension(
+    http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    """As Triton: a batching ensemble's batch of 1 reaches a non-batching step as the item alone, and the
+    step's answer gets the batch dimension back; a larger batch cannot, and the step refuses it."""
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    result = http.infer("batching_over_unbatched", [_http_input("X", x, "FP32")])
+    np.testing.assert_array_equal(result.as_numpy("Y"), x + 1)
+    assert result.get_output("Y")["shape"] == [1, 4]
+    over_grpc = grpc.infer("batching_over_unbatched", [_grpc_input("X", x, "FP32")])
+    np.testing.assert_array_equal(over_grpc.as_numpy("Y"), x + 1)
+    with pytest.raises(InferenceServerException) as refused:
+        http.infer("batching_over_unbatched", [_http_input("X", np.zeros((2, 4), np.float32), "FP32")])
+    assert refused.value.status() == "400"
+    assert refused.value.message() == (
+        "in ensemble 'batching_over_unbatched', [request id: <id_unknown>] unexpected shape for input 'X' for model "
+        "'add_one'. Expected [4], got [2,4]. "
+    )
+
+
 def test_invalid_inputs_are_refused_before_any_step_runs(http: httpclient.InferenceServerClient) -> None:
     with pytest.raises(InferenceServerException, match="unexpected inference input 'WRONG' for model 'parallel'"):
         http.infer("parallel", [_http_input("WRONG", VECTOR, "FP32")])

@@ -84,7 +84,7 @@ def naiad_load_model(context: ModelLoadContext) -> EnsembleModel:
 
     decoupled = check_composition(config, graph, config_of, server.model_names())
     config.model_transaction_policy.decoupled = decoupled
-    return EnsembleModel(EnsemblePlan.of(graph, decoupled))
+    return EnsembleModel(EnsemblePlan.of(graph, decoupled, config))
 
 
 @hookimpl

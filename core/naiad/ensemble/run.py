@@ -12,8 +12,10 @@ tensors include every requested output answers the request: once, with the final
 non-decoupled ensemble; once per branch for a decoupled one, the last with the final flag when no
 step is left in flight as it is made (as in Triton), else followed by a flag-only final.
 
-As in Triton, a request runs only the steps its requested outputs depend on, and its outputs come
-in the order Triton's map of the ensemble's outputs walks them (:mod:`naiad.hash_order`).
+As in Triton, a request runs only the steps its requested outputs depend on, its outputs come
+in the order Triton's map of the ensemble's outputs walks them (:mod:`naiad.hash_order`), and
+tensors gain or lose a batch dimension of 1 between batching and non-batching models
+(:mod:`~naiad.ensemble.batch_dims`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from naiad.ensemble.batch_dims import fit_batch_dimension
 from naiad.ensemble.graph import EnsembleGraph, Step
 from naiad.errors import ErrorCode, NaiadError
 from naiad.hash_order import map_order
@@ -36,11 +39,13 @@ from naiad.inference import (
     ResponseEvent,
     Scheduling,
 )
+from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.sinks import CallbackSink
 from naiad.tensor import Tensor
 
 if TYPE_CHECKING:
     from naiad.contexts import SchedulerContext
+    from naiad.models import ModelSignature
     from naiad.server_handle import ServerHandle
 
 
@@ -55,16 +60,31 @@ class EnsemblePlan:
     downstream: tuple[frozenset[int], ...]
     output_order: tuple[str, ...]  # the ensemble's outputs in the order its responses list them
     every_step: frozenset[int]
+    batching: bool  # the ensemble's max_batch_size is not 0
+    output_dims: dict[str, tuple[int, ...]]  # each output's shape without the batch dimension
 
     @classmethod
-    def of(cls, graph: EnsembleGraph, decoupled: bool) -> EnsemblePlan:
+    def of(cls, graph: EnsembleGraph, decoupled: bool, config: ModelConfig) -> EnsemblePlan:
         consumers_of = tuple(
             tuple(sorted({c for tensor in step.produces for c in graph.consumers.get(tensor, ())}))
             for step in graph.steps
         )
         downstream = tuple(graph.downstream(step.index) for step in graph.steps)
         output_order = tuple(graph.outputs[index] for index in map_order(graph.outputs))
-        return cls(graph, decoupled, consumers_of, downstream, output_order, frozenset(range(len(graph.steps))))
+        output_dims = {
+            output.name: tuple(output.reshape.shape if output.HasField("reshape") else output.dims)
+            for output in config.output
+        }
+        return cls(
+            graph,
+            decoupled,
+            consumers_of,
+            downstream,
+            output_order,
+            frozenset(range(len(graph.steps))),
+            config.max_batch_size > 0,
+            output_dims,
+        )
 
     def steps_for(self, outputs: tuple[str, ...]) -> frozenset[int]:
         """The steps a request for ``outputs`` runs: those the outputs depend on."""
@@ -78,11 +98,13 @@ class _Branch:
     """The ensemble tensors one line of responses has produced, and the steps it has yet to start.
 
     ``missing``: tensors a step answered without; as in Triton they count as known, so a step that
-    takes one as an (optional) input runs without it and the answer leaves it out.
+    takes one as an (optional) input runs without it and the answer leaves it out. ``batch_sizes``:
+    the batch size of the request that made each tensor (0: its model does not batch).
     """
 
     tensors: dict[str, Tensor]
     pending: set[int]
+    batch_sizes: dict[str, int]
     missing: set[str] = field(default_factory=set)
     answered: bool = False
 
@@ -93,6 +115,7 @@ class _Call:
 
     request: InferenceRequest | None = None
     done: bool = False
+    batch_size: int = 0  # of the step's request; 0 when its model does not batch
 
 
 @dataclass(eq=False)
@@ -124,7 +147,8 @@ class EnsembleRun:
         self._absent = frozenset(name for name in self.plan.graph.inputs if name not in request.inputs)
         self._wanted = tuple(name for name in self.plan.output_order if name in request.requested_outputs)
         self._steps = self.plan.steps_for(self._wanted)
-        branch = self._root = _Branch(dict(request.inputs), set(self._steps))
+        batch_size = request.batch_size if self.plan.batching else 0
+        branch = self._root = _Branch(dict(request.inputs), set(self._steps), dict.fromkeys(request.inputs, batch_size))
         request.cancellation.add_callback(self._cancelled)
         with self._lock:
             self._in_flight += 1  # held until the first steps are submitted
@@ -158,10 +182,11 @@ class EnsembleRun:
 
     def _submit(self, branch: _Branch, step: Step) -> None:
         call = _Call()
-        tensors = branch.tensors
-        inputs = [_renamed(tensors[tensor], name) for name, tensor in step.input_map if tensor in tensors]
         try:
             model = self.server.resolve(step.model_name, step.version)
+            inputs = _step_inputs(branch, step, model.signature)
+            if model.signature.max_batch_size > 0 and inputs:
+                call.batch_size = int(inputs[0].data.shape[0]) if inputs[0].data.shape else 0
             decoupled = model.decoupled
             sink = CallbackSink(lambda event: self._step_event(branch, step, call, decoupled, event))
             request = self.server.submit(
@@ -195,12 +220,18 @@ class EnsembleRun:
             if decoupled:  # a branch of its own: the downstream steps run once per response
                 with self._lock:
                     pending = set(self.plan.downstream[step.index] & self._steps)
-                    child = _Branch({**branch.tensors, **produced}, pending, branch.missing | missing)
+                    child = _Branch(
+                        {**branch.tensors, **produced},
+                        pending,
+                        {**branch.batch_sizes, **dict.fromkeys(produced, call.batch_size)},
+                        branch.missing | missing,
+                    )
                     ready = self._take_ready(child, consumers)
                 self._branch_progressed(child, ready, closing=event.final)
             else:
                 with self._lock:
                     branch.tensors.update(produced)
+                    branch.batch_sizes.update(dict.fromkeys(produced, call.batch_size))
                     branch.missing |= missing
                     ready = self._take_ready(branch, consumers)
                 self._branch_progressed(branch, ready, closing=event.final)
@@ -287,7 +318,12 @@ class EnsembleRun:
 
     def _response(self, branch: _Branch) -> InferenceResponse:
         request = self.request
-        outputs = [branch.tensors[name] for name in self._wanted if name in branch.tensors]
+        plan = self.plan
+        outputs = [
+            _batch_fitted(branch.tensors[name], plan.output_dims[name], plan.batching, branch.batch_sizes[name])
+            for name in self._wanted
+            if name in branch.tensors
+        ]
         # Triton's ensembles answer with the request's sequence settings as response parameters.
         parameters: dict[str, ParameterValue] = {
             "sequence_id": request.correlation_id,
@@ -295,6 +331,28 @@ class EnsembleRun:
             "sequence_end": bool(request.flags & SEQUENCE_END),
         }
         return InferenceResponse(outputs, parameters=parameters)
+
+
+def _step_inputs(branch: _Branch, step: Step, signature: ModelSignature) -> list[Tensor]:
+    """The branch's tensors a step takes, under the step's names, with their batch dimension fitted."""
+    batching = signature.max_batch_size > 0
+    inputs = []
+    for name, tensor_name in step.input_map:
+        tensor = branch.tensors.get(tensor_name)
+        if tensor is None:
+            continue
+        spec = signature.inputs.get(name)
+        if spec is not None:
+            tensor = _batch_fitted(tensor, spec.dims, batching, branch.batch_sizes[tensor_name])
+        inputs.append(_renamed(tensor, name))
+    return inputs
+
+
+def _batch_fitted(tensor: Tensor, dims: tuple[int, ...], batching: bool, batch_size: int) -> Tensor:
+    data = fit_batch_dimension(tensor.data, dims, batching, batch_size)
+    if data is tensor.data:
+        return tensor
+    return Tensor(tensor.name, tensor.datatype, data, tensor.memory, tensor.device_id)
 
 
 def _renamed(tensor: Tensor, name: str) -> Tensor:
