@@ -413,9 +413,7 @@ class ModelLifecycle:
             # Triton's words for an ensemble whose steps do not fit: its error alone, no version
             raise invalid_arg(f"load failed for model '{name}': {failed[0].failure.message}\n")
         if failed:
-            # Triton's text: newest version first, each ending in ";", one newline after the last
-            reasons = "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};" for v in reversed(failed))
-            raise invalid_arg(f"load failed for model '{name}': {reasons}\n")
+            raise invalid_arg(f"load failed for model '{name}': {_versions_failed(failed)}\n")
 
     def _load_needs(self, plan: _Plan, loading: set[str]) -> None:
         """Load the models ``plan`` needs that are not serving (Triton's explicit mode does the same)."""
@@ -576,6 +574,18 @@ class ModelLifecycle:
 
     # -- queries -------------------------------------------------------------------------------
 
+    def load_failure(self, name: str) -> str | None:
+        """Why the last load of ``name`` left it without a serving version, as Triton words it in the
+        error of an ensemble that needs it; None when no load of it failed."""
+        with self._lock:
+            record = self._records.get(name)
+        if record is None:
+            return None
+        if record.error:
+            return record.error
+        failed = [status for _, status in sorted(record.versions.items()) if status.failure is not None]
+        return _versions_failed(failed) if failed else None
+
     def records(self) -> list[ModelRecord]:
         with self._lock:
             return list(self._records.values())
@@ -726,3 +736,8 @@ def _drop_override(record: ModelRecord) -> None:
 def no_version_error(name: str) -> str:
     """Triton's reason for a model whose version policy selects no version folder."""
     return f"at least one version must be available under the version policy of model '{name}'"
+
+
+def _versions_failed(failed: list[VersionStatus]) -> str:
+    """Triton's text for failed versions: newest first, each ending in ";"."""
+    return "".join(f"version {v.version} is at UNAVAILABLE state: {v.reason};" for v in reversed(failed))

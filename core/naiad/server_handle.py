@@ -204,6 +204,10 @@ class ServerHandle:
             return False
         return True
 
+    def load_failure(self, name: str) -> str | None:
+        """Why the last load of ``name`` failed (its versions' reasons, as Triton lists them), or None."""
+        return self._service.lifecycle.load_failure(name)
+
     def load_model(self, name: str, config: ModelConfig | None = None) -> None:
         """Load or reload a model (``--model-control-mode=explicit`` only); blocks, so call from a thread."""
         self._require_explicit_control()

@@ -406,6 +406,16 @@ def build_repository(root: Path) -> Path:
         ensemble([_X], [_Y], [step("add_one", {"X": "X"}, {"Y": "Y"})], max_batch_size=8),
         {"1/.keep": ""},
     )
+    builder.add_python_model(
+        "fails_to_load",
+        'class TritonPythonModel:\n    def initialize(self, args):\n        raise RuntimeError("broken init")\n',
+        python_config([_X], [_Y]),
+    )
+    builder.add_model(
+        "broken_step_failed",
+        ensemble([_X], [_Y], [step("fails_to_load", {"X": "X"}, {"Y": "Y"})]),
+        {"1/.keep": ""},
+    )
     for name, config in BROKEN.items():
         builder.add_model(name, config, {"1/.keep": ""})
     return builder.root

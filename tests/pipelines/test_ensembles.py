@@ -312,6 +312,21 @@ def test_a_broken_ensemble_is_unavailable_with_tritons_reason(
         http.infer(name, [_http_input("X", VECTOR, "FP32")])
 
 
+def test_an_ensemble_whose_step_failed_to_load_says_why_the_step_failed(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    """Triton's text: the step's own load error follows the ensemble's."""
+    (step,) = [entry for entry in http.get_model_repository_index() if entry["name"] == "fails_to_load"]
+    assert step["reason"].startswith("Internal: RuntimeError: broken init")
+    with pytest.raises(InferenceServerException) as caught:
+        http.load_model("broken_step_failed")
+    assert caught.value.message() == (
+        "load failed for model 'broken_step_failed': ensemble 'broken_step_failed' depends on 'fails_to_load' which "
+        "has no loaded version. Model 'fails_to_load' loading failed with error: version 1 is at UNAVAILABLE state: "
+        f"{step['reason']};\n"
+    )
+
+
 def test_ensembles_on_a_cycle_are_listed_without_a_version_and_logged(
     server: ServerProcess, http: httpclient.InferenceServerClient
 ) -> None:

@@ -242,7 +242,7 @@ class RepositoryChecker:
             return completed[chosen]
 
         try:
-            check_composition(config, EnsembleGraph.of(config), config_of, set(models))
+            check_composition(config, EnsembleGraph.of(config), config_of, lambda _: None, set(models))
             table = self._registry.table()
             model_config.fill_defaults(config, gpu_count=self._options.gpu_count, backends=table)
             model_config.validate_config(config, gpu_count=self._options.gpu_count, backends=table)

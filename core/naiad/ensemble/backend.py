@@ -82,7 +82,7 @@ def naiad_load_model(context: ModelLoadContext) -> EnsembleModel:
     def config_of(name: str, version: int) -> ModelConfig:
         return server.resolve(name, version if version > 0 else "").config
 
-    decoupled = check_composition(config, graph, config_of, server.model_names())
+    decoupled = check_composition(config, graph, config_of, server.load_failure, server.model_names())
     config.model_transaction_policy.decoupled = decoupled
     return EnsembleModel(EnsemblePlan.of(graph, decoupled, config))
 

@@ -22,6 +22,9 @@ from naiad.suggestions import SuggestingError, close_matches
 ConfigOf = Callable[[str, int], ModelConfig]
 """The final config of a composing model's version (-1: the latest); raises NaiadError when it has none."""
 
+FailureOf = Callable[[str], "str | None"]
+"""Why a composing model's last load failed, in Triton's words, or None."""
+
 
 @dataclass(eq=False)
 class _TensorNode:
@@ -51,7 +54,9 @@ def _node(model: str, batching: bool, datatype: int, dims: tuple[int, ...]) -> _
     return _TensorNode(model, datatype, dims, ((-1,) if batching else ()) + dims)
 
 
-def check_composition(config: ModelConfig, graph: EnsembleGraph, config_of: ConfigOf, known: set[str]) -> bool:
+def check_composition(
+    config: ModelConfig, graph: EnsembleGraph, config_of: ConfigOf, failure_of: FailureOf, known: set[str]
+) -> bool:
     """Check ``config``'s steps against the composing models; returns whether the ensemble is decoupled.
 
     ``known``: the models the server knows of (a step naming another is "not available").
@@ -76,7 +81,7 @@ def check_composition(config: ModelConfig, graph: EnsembleGraph, config_of: Conf
         sink.previous.append(node)
         node.following.append(sink)
     for step in graph.steps:
-        composing = _composing_config(name, step.model_name, step.model_version, config_of)
+        composing = _composing_config(name, step.model_name, step.model_version, config_of, failure_of)
         if composing.max_batch_size != 0 and composing.max_batch_size < config.max_batch_size:
             raise invalid_arg(
                 f"ensemble {name} allows maximum batch size {config.max_batch_size}, but it contains model "
@@ -86,12 +91,16 @@ def check_composition(config: ModelConfig, graph: EnsembleGraph, config_of: Conf
     return _decoupled(name, config, tensors)
 
 
-def _composing_config(ensemble: str, model: str, version: int, config_of: ConfigOf) -> ModelConfig:
+def _composing_config(
+    ensemble: str, model: str, version: int, config_of: ConfigOf, failure_of: FailureOf
+) -> ModelConfig:
     try:
         return config_of(model, version)
     except NaiadError:
         if version == -1:
-            raise invalid_arg(f"ensemble '{ensemble}' depends on '{model}' which has no loaded version.") from None
+            failure = failure_of(model)
+            why = f" Model '{model}' loading failed with error: {failure}" if failure else ""
+            raise invalid_arg(f"ensemble '{ensemble}' depends on '{model}' which has no loaded version.{why}") from None
         raise invalid_arg(
             f"ensemble '{ensemble}' depends on '{model}' whose required version {version} is not loaded."
         ) from None
