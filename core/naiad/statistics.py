@@ -547,7 +547,8 @@ class ModelStatistics:
             return  # the other side counted it (dict.pop is atomic: exactly one wins)
         final, ended = tracker.final_ns, tracker.ended_ns
         end = final if final > ended else ended
-        self._last_end_ns = end
+        if ended:  # as Triton, only a request that was executed is an inference (a failed ensemble is not)
+            self._last_end_ns = end
         error = tracker.error
         record: tuple[int, int, int, int, int, int, str | None]
         if error is None:

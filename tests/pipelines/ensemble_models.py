@@ -406,6 +406,9 @@ def build_repository(root: Path) -> Path:
         ensemble([_X], [_Y], [step("add_one", {"X": "X"}, {"Y": "Y"})], max_batch_size=8),
         {"1/.keep": ""},
     )
+    builder.add_model(  # asked only for requests that fail
+        "failing_chain", ensemble([_X], [_Y], [step("add_one", {"X": "X"}, {"Y": "Y"})]), {"1/.keep": ""}
+    )
     builder.add_python_model(
         "fails_to_load",
         'class TritonPythonModel:\n    def initialize(self, args):\n        raise RuntimeError("broken init")\n',

@@ -263,6 +263,17 @@ def test_statistics_count_the_ensemble_and_each_composing_model(http: httpclient
     assert _success_count(http, "add_one") == step_before + 6
 
 
+def test_an_ensemble_whose_requests_all_failed_has_no_last_inference(http: httpclient.InferenceServerClient) -> None:
+    """As Triton: a failed ensemble request is counted as a failure, and is no inference."""
+    for _ in range(2):
+        with pytest.raises(InferenceServerException, match="negative input to add"):
+            http.infer("failing_chain", [_http_input("X", -VECTOR - 1, "FP32")])
+    stats = http.get_inference_statistics("failing_chain")["model_stats"][0]
+    assert int(stats["inference_stats"]["fail"]["count"]) == 2
+    assert int(stats["last_inference"]) == 0
+    assert int(http.get_inference_statistics("add_one")["model_stats"][0]["last_inference"]) > 0  # the step ran
+
+
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
