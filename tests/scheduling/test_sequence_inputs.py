@@ -48,22 +48,54 @@ def values(tensors: list[Tensor]) -> dict[str, tuple[str, tuple[int, ...], Any]]
 
 def test_controls_carry_the_configured_types_values_and_batch_shape() -> None:
     controls = controls_from_config(config(CONTROLS.format(mbs=4, corrid="TYPE_UINT64")))
-    tensors = controls.tensors(SEQUENCE_START, 1001)
-    assert [t.name for t in tensors] == ["CORRID", "READY", "END", "START"]  # Triton's python backend order
+    tensors = controls.tensors(SEQUENCE_START, 1001, ["INPUT"])
     assert values(tensors) == {
         "CORRID": ("UINT64", (1, 1), 1001),
         "READY": ("BOOL", (1, 1), True),
         "END": ("FP32", (1, 1), -1.0),
         "START": ("INT32", (1, 1), 1),
     }
-    assert values(controls.tensors(SEQUENCE_END, 5))["END"][2] == 2.5
-    padding = values(controls.tensors(SEQUENCE_START | SEQUENCE_END, 5, ready=False))
+    assert values(controls.tensors(SEQUENCE_END, 5, ["INPUT"]))["END"][2] == 2.5
+    padding = values(controls.tensors(SEQUENCE_START | SEQUENCE_END, 5, ["INPUT"], ready=False))
     assert [padding[name][2] for name in ("CORRID", "READY", "END", "START")] == [0, False, -1.0, 0]
+
+
+@pytest.mark.parametrize(
+    ("names", "inputs", "order"),
+    [
+        ({"START": "START", "END": "END", "READY": "READY", "CORRID": "CORRID"}, ["INPUT"], "READY CORRID END START"),
+        (
+            {"START": "START", "END": "END", "READY": "READY", "CORRID": "CORRID"},
+            ["X", "INPUT0"],
+            "READY CORRID END START",
+        ),
+        ({"START": "xx", "READY": "yy", "CORRID": "zz"}, ["INPUT"], "zz xx yy"),
+        (
+            {"START": "c_start", "END": "b_end", "READY": "d_ready", "CORRID": "a_corrid"},
+            ["INPUT"],
+            "a_corrid d_ready b_end c_start",
+        ),
+        ({"START": "START", "END": "END", "READY": "READY"}, ["INPUT"], "READY END START"),
+    ],
+)
+def test_controls_come_in_the_order_tritons_python_backend_lists_them(
+    names: dict[str, str], inputs: list[str], order: str
+) -> None:
+    """Orders seen from a Triton 2.51 python model's ``request.inputs()`` (controls first, then the client's inputs)."""
+    kinds = {
+        "START": "CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ]",
+        "END": "CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ]",
+        "READY": "CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ]",
+        "CORRID": "CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64",
+    }
+    declared = ", ".join(f'{{ name: "{name}" control [ {{ kind: {kinds[kind]} }} ] }}' for kind, name in names.items())
+    controls = controls_from_config(config(f"sequence_batching {{ control_input [ {declared} ] }}"))
+    assert " ".join(tensor.name for tensor in controls.tensors(SEQUENCE_START, 7, inputs)) == order
 
 
 def test_non_batching_models_get_shape_one() -> None:
     controls = controls_from_config(config(CONTROLS.format(mbs=0, corrid="TYPE_INT32")))
-    assert {t.shape for t in controls.tensors(0, 3)} == {(1,)}
+    assert {t.shape for t in controls.tensors(0, 3, ["INPUT"])} == {(1,)}
 
 
 @pytest.mark.parametrize(

@@ -212,7 +212,7 @@ class SequenceScheduler(Scheduler):
         """Add control tensors and implicit state to a request about to be batched."""
         if self._ordering is not None:
             self._ordering.register(request.sender)
-        generated = self._controls.tensors(request.flags, request.correlation_id)
+        generated = self._controls.tensors(request.flags, request.correlation_id, list(request.inputs))
         if self._state:
             generated = self._state.inputs_for(slot, request) + generated
         request.inputs = _with_inputs(generated, request.inputs)
@@ -234,7 +234,7 @@ class SequenceScheduler(Scheduler):
     def _null_request(self, template: InferenceRequest) -> InferenceRequest:
         """A padding request shaped like ``template``: zero inputs, READY false, answers dropped."""
         zeros = {name: _zeros_like(tensor) for name, tensor in template.inputs.items()}
-        generated = self._controls.tensors(0, 0, ready=False)
+        generated = self._controls.tensors(0, 0, list(zeros), ready=False)
         if self._state:
             generated = self._state.null_inputs() + generated
         return InferenceRequest(

@@ -1,12 +1,18 @@
 """The control tensors Triton's sequence batcher feeds a model: START, END, READY, CORRID.
 
 Each is shape ``[1]``, or ``[1, 1]`` when the model batches, and carries the configured
-datatype and ``[false, true]`` values. Backends see them as ordinary request inputs.
+datatype and ``[false, true]`` values. Backends see them as ordinary request inputs, ahead of the
+client's, in the order Triton 2.51's python backend lists them: the order its map of the request's
+inputs walks them once the batcher has added START, END, READY and CORRID after the client's inputs
+(:mod:`naiad.hash_order`; checked side by side: controls named START, END, READY, CORRID come as
+READY, CORRID, END, START).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -14,6 +20,7 @@ import numpy.typing as npt
 
 from naiad import datatypes
 from naiad.errors import invalid_arg
+from naiad.hash_order import map_order
 from naiad.inference import SEQUENCE_END, SEQUENCE_START
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelSequenceBatching
 from naiad.tensor import Tensor
@@ -52,20 +59,24 @@ class SequenceControls:
     def shape(self) -> tuple[int, ...]:
         return (1, 1) if self.batching else (1,)
 
-    def tensors(self, flags: int, correlation_id: CorrelationId, *, ready: bool = True) -> list[Tensor]:
-        """The controls of one request (``ready=False``: a padding slot), in the order Triton shows them."""
+    def tensors(
+        self, flags: int, correlation_id: CorrelationId, input_names: Sequence[str], *, ready: bool = True
+    ) -> list[Tensor]:
+        """The controls of one request with ``input_names`` (``ready=False``: a padding slot), in the
+        order Triton shows them."""
         start = ready and bool(flags & SEQUENCE_START)
         end = ready and bool(flags & SEQUENCE_END)
         tensors: list[Tensor] = []
+        for control, value in ((self.start, start), (self.end, end), (self.ready, ready)):
+            if control is not None:
+                tensors.append(control.tensor(value, self.shape))
         if self.corrid is not None:
             name, datatype = self.corrid
             tensors.append(
                 Tensor(name, datatype.wire, corrid_array(correlation_id if ready else 0, datatype, self.shape))
             )
-        for control, value in ((self.ready, ready), (self.end, end), (self.start, start)):
-            if control is not None:
-                tensors.append(control.tensor(value, self.shape))
-        return tensors
+        order = _controls_order(tuple(input_names), tuple(tensor.name for tensor in tensors))
+        return [tensors[index] for index in order]
 
     def check_id(self, correlation_id: CorrelationId) -> None:
         """Refuse an integer id for a TYPE_STRING CORRID as Triton 2.51 does (its text)."""
@@ -73,6 +84,14 @@ class SequenceControls:
             raise invalid_arg(
                 f"unexpected number of string elements 2 for inference input '{self.corrid[0]}', expecting 1"
             )
+
+
+@lru_cache(maxsize=256)
+def _controls_order(input_names: tuple[str, ...], control_names: tuple[str, ...]) -> tuple[int, ...]:
+    """Where Triton's walk of a map filled with ``input_names`` then ``control_names`` meets each control."""
+    first = len(input_names)
+    walk = map_order(input_names + control_names)
+    return tuple(index - first for index in walk if index >= first)
 
 
 def corrid_array(
