@@ -5,6 +5,10 @@ Framework backends (ONNX Runtime, PyTorch, OpenVINO, tree models) only implement
 batch dimension, splits the outputs back per request, keeps only the requested outputs,
 converts them to the config's datatypes, and answers every request.
 
+Ragged inputs (``allow_ragged_batch``) reach :meth:`run` flat, every request's elements one after
+the other, with the config's ``batch_input`` tensors next to them, and ``batch_output`` tensors go
+back to each request in the shape of its source input, as Triton's backends do (:mod:`naiad.ragged`).
+
 It reports when each engine call started and ended (:meth:`InferenceRequest.report_compute`), so the
 statistics extension counts merging the inputs as compute input and splitting, converting and sending
 the outputs as compute output (see :mod:`naiad.statistics`).
@@ -19,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from naiad import datatypes
+from naiad import datatypes, ragged
 from naiad.backend_model import ModelInstance
 from naiad.errors import NaiadError
 from naiad.inference import InferenceRequest, InferenceResponse, report_compute
@@ -43,6 +47,14 @@ class TensorInstance(ModelInstance):
         self.model_name = config.name
         self.batching = config.max_batch_size > 0
         self.output_types = {output.name: datatypes.BY_NUMBER[output.data_type] for output in config.output}
+        self._config = config
+        self._ragged = frozenset(t.name for t in config.input if t.allow_ragged_batch) if self.batching else frozenset()
+        dims = {output.name: ((-1,) if self.batching else ()) + tuple(output.dims) for output in config.output}
+        self._scatter = {  # batch output -> (its shape with the batch dimension, its source input)
+            target: (dims[target], batch_output.source_input[0])
+            for batch_output in config.batch_output
+            for target in batch_output.target_name
+        }
 
     def run(self, inputs: Arrays) -> Mapping[str, npt.NDArray[Any]]:
         """Run the engine once on ``inputs`` (batch dimension first for batching models)."""
@@ -57,18 +69,27 @@ class TensorInstance(ModelInstance):
         if not self.batching:
             return [[request] for request in requests]
         groups: dict[tuple[Any, ...], list[InferenceRequest]] = {}
+        ragged_inputs = self._ragged
         for request in requests:
-            key = tuple(sorted((name, tensor.shape[1:]) for name, tensor in request.inputs.items()))
+            key = tuple(
+                sorted(
+                    (name, () if name in ragged_inputs else tensor.shape[1:]) for name, tensor in request.inputs.items()
+                )
+            )
             groups.setdefault(key, []).append(request)
         return list(groups.values())
 
     def _execute_group(self, group: list[InferenceRequest]) -> None:
-        if len(group) == 1:
-            inputs = {name: self._array(tensor) for name, tensor in group[0].inputs.items()}
-        else:
-            inputs = {
-                name: np.concatenate([request.inputs[name].numpy() for request in group]) for name in group[0].inputs
-            }
+        inputs = {}
+        for name, tensor in group[0].inputs.items():
+            if name in self._ragged:
+                inputs[name] = ragged.flattened(group, name)
+            elif len(group) == 1:
+                inputs[name] = self._array(tensor)
+            else:
+                inputs[name] = np.concatenate([request.inputs[name].numpy() for request in group])
+        if self._config.batch_input:
+            inputs.update(ragged.batch_inputs(self._config, group))
         merged = time.monotonic_ns()
         try:
             outputs = self.run(inputs)
@@ -79,11 +100,20 @@ class TensorInstance(ModelInstance):
             self._fail(group, NaiadError(f"model '{self.model_name}' failed: {type(error).__name__}: {error}"))
             return
         report_compute(group, merged, time.monotonic_ns())
+        scattered = {
+            name: ragged.scattered(outputs[name], dims, [request.inputs[source].shape for request in group])
+            for name, (dims, source) in self._scatter.items()
+            if name in outputs
+        }
         offset = 0
-        for request in group:
+        for index, request in enumerate(group):
             rows = slice(offset, offset + request.batch_size) if self.batching else slice(None)
             offset += request.batch_size
-            tensors = [self._tensor(name, outputs[name][rows]) for name in request.requested_outputs if name in outputs]
+            tensors = [
+                self._tensor(name, scattered[name][index] if name in scattered else outputs[name][rows])
+                for name in request.requested_outputs
+                if name in outputs
+            ]
             request.sender.send(InferenceResponse(outputs=tensors), final=True)
 
     def _array(self, tensor: Tensor) -> Any:

@@ -128,6 +128,22 @@ def accumulator() -> onnx.ModelProto:
     )
 
 
+def ragged_double() -> onnx.ModelProto:
+    """OUT = 2 * INPUT over a flat ragged batch, and ENDS = INDEX as one row per request (INDEX: the batch
+    input with each request's accumulated element count)."""
+    axes = numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")
+    two = numpy_helper.from_array(np.array(2, dtype=np.float32), "two")
+    return make_model(
+        [
+            helper.make_node("Mul", ["INPUT", "two"], ["OUT"]),
+            helper.make_node("Unsqueeze", ["INDEX", "axes"], ["ENDS"]),
+        ],
+        [("INPUT", TensorProto.FLOAT, ["elements"]), ("INDEX", TensorProto.INT32, ["requests"])],
+        [("OUT", TensorProto.FLOAT, ["elements"]), ("ENDS", TensorProto.INT32, ["requests", 1])],
+        [axes, two],
+    )
+
+
 def sequence_output() -> onnx.ModelProto:
     """An output that is a sequence of tensors, which Triton cannot serve."""
     graph = helper.make_graph(

@@ -55,6 +55,18 @@ MODELS: dict[str, tuple[Any, str | None]] = {
         }
         """,
     ),
+    "ragged": (
+        onnx_models.ragged_double(),
+        """
+        max_batch_size: 8
+        dynamic_batching { max_queue_delay_microseconds: 2000000 preferred_batch_size: [ 3 ] }
+        input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+        batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "INDEX" data_type: TYPE_INT32
+                        source_input: "INPUT" } ]
+        output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "ENDS" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        batch_output [ { target_name: "OUT" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT" } ]
+        """,
+    ),
 }
 
 
@@ -235,3 +247,25 @@ def test_implicit_state_carries_over_a_sequence(server: ServerProcess, protocol:
         assert result.as_numpy("STATE_OUT") is None  # state stays on the server unless asked for
     assert sums == [1.0, 3.0, 6.5]
     client.close()
+
+
+def test_ragged_requests_share_one_flat_batch_with_their_element_counts(server: ServerProcess) -> None:
+    """Triton's ragged batching: three requests of 2, 3 and 4 elements run as one engine call on a flat
+    [9] input with INDEX the running element counts (``[2, 5, 9]`` in that order); each gets its own
+    elements back in its own shape, and its row of ENDS."""
+    lengths = (2, 3, 4)
+    arrays = [np.arange(length, dtype=np.float32).reshape(1, length) + 10 * length for length in lengths]
+    with ThreadPoolExecutor(len(arrays)) as pool:
+        results = list(
+            pool.map(lambda array: _infer(server, "http", "ragged", {"INPUT": array}, ["OUT", "ENDS"]), arrays)
+        )
+    # INDEX is the running total of element counts in the batch's (arrival) order: each request's end
+    # is the previous request's end plus its own length
+    ends = sorted((int(result["ENDS"][0, 0]), length) for result, length in zip(results, lengths, strict=True))
+    assert [end - length for end, length in ends] == [0] + [end for end, _ in ends[:-1]]
+    assert ends[-1][0] == sum(lengths)
+    for array, result in zip(arrays, results, strict=True):
+        np.testing.assert_array_equal(result["OUT"], array * 2)
+        assert result["ENDS"].shape == (1, 1)
+    stats = httpclient.InferenceServerClient(server.http_url).get_inference_statistics("ragged")["model_stats"][0]
+    assert [(int(b["batch_size"]), int(b["compute_infer"]["count"])) for b in stats["batch_stats"]] == [(3, 1)]
