@@ -206,7 +206,10 @@ class InferenceRequest:
     ``lineage`` names the models whose requests caused this one, outermost first (empty for a
     client's request; ``("a", "b")`` for a request model ``b`` sent while serving one from ``a``).
     A backend reports when its computation started and ended with :meth:`report_compute`; the
-    time before is counted as compute input, the time after as compute output.
+    time before is counted as compute input, the time after as compute output. A backend of a model
+    with ``sequence_batching { iterative_sequence: true }`` sets ``rescheduled`` during ``execute`` to
+    have the request run again in its sequence, without its START flag, once this execution ends
+    (Triton's request rescheduling); its response then comes from a later execution.
     """
 
     model_name: str
@@ -225,6 +228,7 @@ class InferenceRequest:
     compute_start_ns: int = 0
     compute_end_ns: int = 0
     lineage: tuple[str, ...] = ()
+    rescheduled: bool = False
 
     @property
     def cancellation(self) -> CancellationToken:

@@ -88,8 +88,13 @@ class InstanceRunner:
         """The server's event loop, which an async instance's ``execute`` runs on (None for others)."""
         return self._loop
 
-    def execute(self, requests: Sequence[InferenceRequest], *, keep_turn: bool = False) -> None:
+    def execute(
+        self, requests: Sequence[InferenceRequest], *, keep_turn: bool = False, reschedules: bool = False
+    ) -> None:
         """Run one batch to the end of ``execute``; call from a worker thread, never the loop.
+
+        ``reschedules``: the caller runs the requests the backend marked ``rescheduled`` again; without
+        it such a request fails with Triton's error.
 
         ``keep_turn``: the caller looks for the instance's next batch at once, so a rate-limited
         instance keeps its resources until its next ``execute`` competes for them with the instances
@@ -113,7 +118,7 @@ class InstanceRunner:
                     self._failed(requests, error)
                 finally:
                     self._ended(requests, start)
-                self._answer_forgotten(requests)
+                self._answer_forgotten(requests, reschedules)
         finally:
             if limit is not None and waiter is not None:
                 limit.limiter.release(waiter, keep=keep_turn)
@@ -133,7 +138,7 @@ class InstanceRunner:
             self._failed(requests, error)
         finally:
             self._ended(requests, start)
-        self._answer_forgotten(requests)
+        self._answer_forgotten(requests, reschedules=False)
 
     async def _call_async(self, requests: Sequence[InferenceRequest]) -> None:
         await cast(Awaitable[None], self.instance.execute(requests))
@@ -164,11 +169,26 @@ class InstanceRunner:
         code = error.code if isinstance(error, NaiadError) else ErrorCode.INTERNAL
         fail_open(requests, NaiadError(f"failed to execute model '{info.model_name}': {message}", code))
 
-    def _answer_forgotten(self, requests: Sequence[InferenceRequest]) -> None:
-        """A non-decoupled request still open when ``execute`` returns would wait forever: fail it."""
-        if not self._decoupled and any(not request.sender.closed for request in requests):
+    def _answer_forgotten(self, requests: Sequence[InferenceRequest], reschedules: bool) -> None:
+        """A non-decoupled request still open when ``execute`` returns would wait forever: fail it. A
+        request marked ``rescheduled`` waits for its next execution where the caller runs one, and
+        fails with Triton's error elsewhere."""
+        if any(request.rescheduled for request in requests) and not reschedules:
+            refused = [request for request in requests if request.rescheduled]
+            for request in refused:
+                request.rescheduled = False
             fail_open(
-                requests,
+                refused,
+                NaiadError(
+                    "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not "
+                    "configured to handle such a flag.",
+                    ErrorCode.INVALID_ARG,
+                ),
+            )
+        waiting = [request for request in requests if not request.rescheduled]
+        if not self._decoupled and any(not request.sender.closed for request in waiting):
+            fail_open(
+                waiting,
                 NaiadError(
                     f"model '{self.info.model_name}' returned from execute without answering the request",
                     ErrorCode.INTERNAL,

@@ -10,6 +10,7 @@ backends see them as ordinary inputs. Decisions live in :mod:`sequence_table` an
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -20,7 +21,7 @@ import numpy as np
 
 from naiad.contexts import SchedulerContext
 from naiad.errors import ErrorCode, NaiadError
-from naiad.inference import SEQUENCE_START, InferenceRequest, ResponseEvent, ResponseSender
+from naiad.inference import SEQUENCE_END, SEQUENCE_START, InferenceRequest, ResponseEvent, ResponseSender
 from naiad.pipeline import ResponseStage
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.batch_former import Batch, BatchingRules, Clock
@@ -48,8 +49,13 @@ class SequenceScheduler(Scheduler):
         self._runners = context.instances
         self._clock = clock
         self._controls: SequenceControls = controls_from_config(config)
+        self._generated_names = frozenset(  # the inputs the batcher adds to a request
+            [control.name for control in batching.control_input] + [state.input_name for state in batching.state]
+        )
         self._state = ImplicitState(states_from_config(config, context.model_dir))
         self._oldest = batching.HasField("oldest")
+        self._iterative = batching.iterative_sequence
+        self._generated_ids = itertools.count(1)  # an iterative model's ids for requests that bring none
         slots = max(config.max_batch_size, 1)
         if self._oldest and batching.oldest.max_candidate_sequences > 0:
             slots = batching.oldest.max_candidate_sequences
@@ -112,6 +118,9 @@ class SequenceScheduler(Scheduler):
         with self._condition:
             if not self._accepting:
                 raise unloading_error(self._name)
+            if self._iterative and request.correlation_id in (0, ""):  # Triton's iterative sequencer
+                request.correlation_id = next(self._generated_ids)
+                request.flags = SEQUENCE_START
             self._table.check(request)
             self._controls.check_id(request.correlation_id)
             if request.flags & SEQUENCE_START and self._table.active(request.correlation_id):
@@ -121,24 +130,43 @@ class SequenceScheduler(Scheduler):
                     request.correlation_id,
                     self._name,
                 )
-            placed = self._table.admit(request)
-            if placed is None:
-                logger.debug("model '%s': sequence %s waits in the backlog", self._name, request.correlation_id)
-            else:
-                slot, entry = placed
-                logger.debug(
-                    "model '%s': sequence %s queued on %s slot %d",
-                    self._name,
-                    request.correlation_id,
-                    self._runners[slot.instance].name,
-                    slot.slot,
-                )
-                self._batchers[slot.instance].enqueue(slot.slot, request.correlation_id, entry)
+            self._admit(request)
             self._condition.notify_all()
             # Idle deadlines only move later as requests arrive; wake the keeper only for a first
             # timer or a request timeout (backlog expiry), which may be due sooner.
             if self._keeper_wakeup is None or request.timeout_us:
                 self._keeper.notify()
+
+    def _admit(self, request: InferenceRequest) -> None:
+        """Queue a checked request on its sequence's slot, or in the backlog (lock held)."""
+        placed = self._table.admit(request)
+        if placed is None:
+            logger.debug("model '%s': sequence %s waits in the backlog", self._name, request.correlation_id)
+            return
+        slot, entry = placed
+        logger.debug(
+            "model '%s': sequence %s queued on %s slot %d",
+            self._name,
+            request.correlation_id,
+            self._runners[slot.instance].name,
+            slot.slot,
+        )
+        self._batchers[slot.instance].enqueue(slot.slot, request.correlation_id, entry)
+
+    def _iterated(self, requests: Sequence[InferenceRequest]) -> None:
+        """After an iterative model's execution: requests it rescheduled run again in their sequence
+        (without START); the others' sequences end, as Triton ends them (lock held)."""
+        for request in requests:
+            if request.correlation_id in (0, ""):  # a padding request
+                continue
+            if request.rescheduled and not request.sender.closed and not request.is_cancelled():
+                request.rescheduled = False
+                request.flags = 0
+                self._admit(request)
+            elif not request.flags & SEQUENCE_END:
+                slot = self._table.forget(request.correlation_id)
+                if slot is not None:
+                    self._batchers[slot.instance].enqueue(slot.slot, request.correlation_id, Entry(None, self._clock()))
 
     def stop(self) -> None:
         with self._condition:
@@ -165,10 +193,12 @@ class SequenceScheduler(Scheduler):
                     return
                 requests = self._materialize(batch)
                 self._record(batch, requests, runner.name, batcher)
-            runner.execute(requests, keep_turn=True)
+            runner.execute(requests, keep_turn=True, reschedules=self._iterative)
             with self._condition:
                 if isinstance(batcher, OldestSlots):
                     batcher.complete_all(requests)
+                if self._iterative:
+                    self._iterated(requests)
                 self._condition.notify_all()
             del batch, requests  # a finished batch's tensors must not wait here for the next one
 
@@ -210,9 +240,10 @@ class SequenceScheduler(Scheduler):
 
     def _prepare(self, slot: SlotKey, request: InferenceRequest) -> None:
         """Add control tensors and implicit state to a request about to be batched."""
-        if self._ordering is not None:
+        if self._ordering is not None and request.sender.place < 0:  # a rescheduled request keeps its place
             self._ordering.register(request.sender)
-        generated = self._controls.tensors(request.flags, request.correlation_id, list(request.inputs))
+        client_inputs = [name for name in request.inputs if name not in self._generated_names]
+        generated = self._controls.tensors(request.flags, request.correlation_id, client_inputs)
         if self._state:
             generated = self._state.inputs_for(slot, request) + generated
         request.inputs = _with_inputs(generated, request.inputs)

@@ -159,6 +159,12 @@ class SequenceTable:
 
     # -- time -----------------------------------------------------------------------------------
 
+    def forget(self, correlation_id: CorrelationId) -> SlotKey | None:
+        """End a sequence that holds a slot without an END request (an iterative sequence whose request
+        was not rescheduled); its slot must be force-ended, as a reaped one's."""
+        self._last_seen.pop(correlation_id, None)
+        return self.assigned.pop(correlation_id, None)
+
     def reap(self) -> list[tuple[CorrelationId, SlotKey]]:
         """Idle sequences holding a slot, now forgotten; their slots must be force-ended.
 

@@ -115,6 +115,8 @@ class PythonModelInstance(ModelInstance):
         ]
         with origin.serving(requests):  # BLS calls made inside are the batch's children
             self.execute_received(batch, partial(report_compute, requests))
+        for request, received in zip(requests, batch, strict=True):
+            request.rescheduled = received._rescheduled()
 
     def execute_received(self, batch: list[InferenceRequest], report: Callable[[int, int], None]) -> None:
         """Run ``execute`` on ``batch``, requests already in their ``pb_utils`` form, and enforce its contract.
@@ -160,6 +162,11 @@ class PythonModelInstance(ModelInstance):
         for request, response in zip(batch, returned, strict=True):
             if response is None:
                 continue
+            if request._rescheduled():
+                raise ContractError(
+                    "Expected a None object in the execute function return list for reschduled request, found "
+                    f"type '{type(response)}'."
+                )
             if not isinstance(response, InferenceResponse):
                 raise ContractError(
                     "Expected an 'InferenceResponse' object in the execute function return list, found type "
@@ -207,6 +214,8 @@ class PythonModelInstance(ModelInstance):
     def _answer_missing(self, batch: list[InferenceRequest]) -> None:
         """Non-decoupled: deliver responses still waiting for a final flag, fail requests with none."""
         for index, request in enumerate(batch):
+            if request._rescheduled():  # answered by a later execution
+                continue
             sender = request.get_response_sender()
             try:
                 if sender._finish():

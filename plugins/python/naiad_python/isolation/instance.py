@@ -419,7 +419,7 @@ class IsolatedInstance(ModelInstance):
                 worker.process.kill()
                 await batch.future  # ended by the reader thread once the worker is gone
         if batch.executed is not None:
-            self._finish(worker, batch, requests)
+            self._finish(worker, batch, requests, keys)
 
     def _watch_control(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
         """Have the event loop read the ends of non-decoupled batches from the worker's control socket.
@@ -454,14 +454,21 @@ class IsolatedInstance(ModelInstance):
         batch.arrived(message, fds)
         batch.end()
 
-    def _finish(self, worker: _Worker, batch: _Batch, requests: Sequence[InferenceRequest]) -> None:
-        """Report the batch's compute, then send the responses its ``execute`` returned (a decoupled
-        model's returns none); the worker reuses their space at its next batch."""
+    def _finish(
+        self, worker: _Worker, batch: _Batch, requests: Sequence[InferenceRequest], keys: Sequence[int]
+    ) -> None:
+        """Report the batch's compute, mark the requests the model rescheduled, then send the responses
+        its ``execute`` returned (a decoupled model's returns none); the worker reuses their space at its
+        next batch."""
         assert batch.executed is not None
         report_compute(requests, batch.sent_ns, batch.executed_ns)
         for reply in batch.executed["responses"]:
             self._adopt(worker.returned, reply, batch.fds)
             self._respond(worker.returned, reply)
+        for index in batch.executed.get("rescheduled", ()):
+            requests[index].rescheduled = True
+            with self._lock:
+                self._pending.pop(keys[index], None)
 
     def _cancel(self, worker: _Worker, key: int) -> None:
         with contextlib.suppress(ChannelClosed):

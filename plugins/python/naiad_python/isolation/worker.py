@@ -193,6 +193,9 @@ class Worker:
             fds = [fd for _, fd in held if fd is not None]
             executed = {"op": "executed", "batch": message["batch"]}
             executed["responses"] = [reply for reply, _ in held]
+            executed["rescheduled"] = [index for index, request in enumerate(batch) if request._rescheduled()]
+            for index in executed["rescheduled"]:  # runs again as a new request of a later batch
+                self.running.pop(served[index].key, None)
             try:  # a decoupled batch's end follows the responses it sent, on the same socket
                 (self.channel if decoupled else self.control).send(executed, fds or None)
             finally:

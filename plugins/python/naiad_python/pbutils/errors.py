@@ -71,10 +71,3 @@ class TritonModelException(Exception):
     def message(self) -> str:
         """The exception message (Triton's accessor)."""
         return str(self)
-
-
-def not_supported(feature: str) -> TritonModelException:
-    """The exception for a Triton python-backend feature naiad does not implement yet."""
-    return TritonModelException(
-        f"{feature} is not supported by naiad yet; see the naiad-python README for what the python backend implements"
-    )

@@ -12,7 +12,7 @@ import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
 
-from naiad_python.pbutils.errors import TritonModelException, not_supported
+from naiad_python.pbutils.errors import TritonModelException
 from naiad_python.pbutils.response import (
     InferenceResponse,
     InferenceResponseSender,
@@ -181,6 +181,9 @@ class InferenceRequest:
         """Sequence flags: ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_START`` / ``..._END`` bits."""
         return self._flags
 
+    def _rescheduled(self) -> bool:
+        return self._release_flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+
     def set_flags(self, flags: int) -> None:
         """Set the sequence flags (for BLS requests)."""
         self._flags = flags
@@ -216,10 +219,9 @@ class InferenceRequest:
         return self._cancelled()
 
     def set_release_flags(self, flags: int) -> None:
-        """Release flags; ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` is not supported yet."""
-        if flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise not_supported("Request rescheduling (set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE))")
-        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
+        """``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``: run this request again once ``execute`` returns
+        (models with ``sequence_batching { iterative_sequence: true }``; return ``None`` for it)."""
+        if flags not in (TRITONSERVER_REQUEST_RELEASE_ALL, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE):
             raise TritonModelException(f"Unsupported release flags {flags!r}")
         self._release_flags = flags
 
