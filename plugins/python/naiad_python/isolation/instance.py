@@ -23,7 +23,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from functools import partial
 
@@ -392,8 +392,9 @@ class IsolatedInstance(ModelInstance):
         if lost:
             self._fail(requests, self._died("it died before the request reached it"))
             return
-        for key, request in zip(keys, requests, strict=True):
-            request.cancellation.add_callback(partial(self._cancel, worker, key))
+        cancels = [partial(self._cancel, worker, key) for key in keys]
+        for cancel, request in zip(cancels, requests, strict=True):
+            request.cancellation.add_callback(cancel)
         if not self._decoupled and not worker.watched:
             self._watch_control(worker, loop)
         message = {"op": "execute", "batch": keys[0], "arena": arena, "requests": entries}
@@ -419,7 +420,7 @@ class IsolatedInstance(ModelInstance):
                 worker.process.kill()
                 await batch.future  # ended by the reader thread once the worker is gone
         if batch.executed is not None:
-            self._finish(worker, batch, requests, keys)
+            self._finish(worker, batch, requests, keys, cancels)
 
     def _watch_control(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
         """Have the event loop read the ends of non-decoupled batches from the worker's control socket.
@@ -455,7 +456,12 @@ class IsolatedInstance(ModelInstance):
         batch.end()
 
     def _finish(
-        self, worker: _Worker, batch: _Batch, requests: Sequence[InferenceRequest], keys: Sequence[int]
+        self,
+        worker: _Worker,
+        batch: _Batch,
+        requests: Sequence[InferenceRequest],
+        keys: Sequence[int],
+        cancels: Sequence[Callable[[], None]],
     ) -> None:
         """Report the batch's compute, mark the requests the model rescheduled, then send the responses
         its ``execute`` returned (a decoupled model's returns none); the worker reuses their space at its
@@ -465,8 +471,9 @@ class IsolatedInstance(ModelInstance):
         for reply in batch.executed["responses"]:
             self._adopt(worker.returned, reply, batch.fds)
             self._respond(worker.returned, reply)
-        for index in batch.executed.get("rescheduled", ()):
+        for index in batch.executed.get("rescheduled", ()):  # its next run goes under a new key
             requests[index].rescheduled = True
+            requests[index].cancellation.remove_callback(cancels[index])
             with self._lock:
                 self._pending.pop(keys[index], None)
 
