@@ -159,7 +159,9 @@ class SequenceScheduler(Scheduler):
         for request in requests:
             if request.correlation_id in (0, ""):  # a padding request
                 continue
-            if request.rescheduled and not request.sender.closed and not request.is_cancelled():
+            if request.rescheduled and request.is_cancelled():
+                answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))
+            if request.rescheduled and not request.sender.closed:
                 request.rescheduled = False
                 request.flags = 0
                 self._admit(request)

@@ -47,6 +47,8 @@ class TritonPythonModel:
 """
 
 STREAMING = """
+import time
+
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -62,6 +64,8 @@ class TritonPythonModel:
             runs = self.seen.get(sequence, 0) + 1
             self.seen[sequence] = runs
             token = pb_utils.Tensor("TOKEN", np.array([runs * 10 + request.flags()], dtype=np.int32))
+            if wanted > 100:
+                time.sleep(0.01)  # a long generation, to be cancelled
             if runs < wanted:
                 request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
                 request.get_response_sender().send(pb_utils.InferenceResponse([token]))
@@ -193,3 +197,32 @@ def test_a_response_for_a_rescheduled_request_is_a_contract_error(server: Server
     assert "Expected a None object in the execute function return list for reschduled request" in (
         refused.value.message()
     )
+
+
+def test_cancelling_the_client_stops_the_runs(server: ServerProcess) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    events: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client.start_stream(lambda result, error: events.put((result, error)))
+    tensor = grpcclient.InferInput("N", [1], "INT32")
+    tensor.set_data_from_numpy(np.array([1_000_000], np.int32))
+    client.async_stream_infer("streaming", [tensor])
+    for _ in range(3):
+        _, error = events.get(timeout=30)
+        assert error is None
+    client.stop_stream(cancel_requests=True)
+    http = httpclient.InferenceServerClient(server.http_url)
+
+    def executions() -> int:
+        return int(http.get_inference_statistics("streaming")["model_stats"][0]["execution_count"])
+
+    deadline = time.monotonic() + 10
+    settled = executions()
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = executions()
+        if now == settled:
+            break
+        settled = now
+    assert now == settled < 1000  # it stopped long before a million runs
+    stats = http.get_inference_statistics("streaming")["model_stats"][0]["inference_stats"]
+    assert int(stats["fail"]["count"]) == 1  # the cancelled request was answered, and counted
