@@ -12,6 +12,7 @@ from pathlib import Path
 from naiad import __version__
 from naiad.check.command import add_check_command, run_check
 from naiad.cli_help import SERVE_EPILOG, SERVE_USAGE, ServeHelpFormatter
+from naiad.cli_triton import add_triton_arguments, deprecated_trace_entries, no_effect_notes, refusal
 from naiad.event_loop import new_event_loop
 from naiad.file_limits import raise_open_file_limit
 from naiad.grpc import GrpcSettings
@@ -79,6 +80,12 @@ def _backend_setting(value: str) -> tuple[str, str, str]:
     return backend, key, setting_value
 
 
+def _config_name(value: str) -> str:
+    if any(character.isspace() or character in "/\\" for character in value):  # "" is no name: config.pbtxt
+        raise argparse.ArgumentTypeError(f"'{value}' is not a config name: a file name without spaces or slashes")
+    return value
+
+
 def _resource(value: str) -> tuple[tuple[str, int], int]:
     try:
         return parse_resource(value)
@@ -114,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--metrics-port", type=_port, default=8002, metavar="PORT", help="port of the Prometheus /metrics listener"
     )
+    serve.add_argument("--id", default="triton", metavar="ID", help="the server's name in the server metadata")
     serve.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP/REST at all")
     serve.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC at all")
     serve.add_argument(
@@ -139,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--disable-auto-complete-config", action="store_true", help="the same as --strict-model-config=true"
+    )
+    serve.add_argument(
+        "--model-config-name",
+        type=_config_name,
+        default="",
+        metavar="NAME",
+        help="read each model's configs/NAME.pbtxt instead of its config.pbtxt, where it has one",
     )
     serve.add_argument(
         "--strict-readiness",
@@ -244,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-error", type=_bool, default=True, metavar="BOOL", help="log errors")
     _add_observability_arguments(serve)
     _add_limit_arguments(serve)
+    add_triton_arguments(serve, _bool)
     add_check_command(commands)
     return parser
 
@@ -640,8 +656,10 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         http_restrictions=parse_restrictions(args.http_restricted_api, "api"),
         grpc_restrictions=parse_restrictions(args.grpc_restricted_protocol, "protocol", GRPC_KEY_PREFIX),
         max_instances_per_model=args.max_instances_per_model,
-        trace=_trace_settings(args.trace_config),
+        trace=_trace_settings(deprecated_trace_entries(args)[0] + args.trace_config),
         cache=parse_cache_config(args.cache_config, args.response_cache_byte_size),
+        server_id=args.id,
+        model_config_name=args.model_config_name,
     )
 
 
@@ -661,10 +679,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except OSError as error:
         parser.error(f"cannot open --log-file '{args.log_file}': {error.strerror}")
+    refused = refusal(args)
+    if refused is not None:
+        parser.error(refused)
     try:
         options = options_from_args(args)
     except ValueError as error:
         parser.error(str(error))
+    for warning in deprecated_trace_entries(args)[1]:
+        logger.warning("%s", warning)
+    for note in no_effect_notes(args):
+        logger.info("%s", note)
     if args.response_cache_byte_size is not None:
         logger.warning(
             "--response-cache-byte-size is deprecated; use --cache-config local,size=%d instead",

@@ -81,8 +81,10 @@ class DataPlane:
         logs: LogControl | None = None,
         statistics: bool = True,
         explicit_model_control: bool = False,
+        name: str = SERVER_NAME,
     ) -> None:
         self.service = service
+        self.name = name
         self.lifecycle: ModelLifecycle = service.lifecycle
         self.inbox = inbox
         self.explicit_model_control = explicit_model_control
@@ -152,7 +154,7 @@ class DataPlane:
         a GPU too, as Triton's CPU build lists it: a registration then says why it cannot be done)."""
         extensions = [*_EXTENSIONS_BEFORE_SHARED_MEMORY, "cuda_shared_memory", *_EXTENSIONS_AFTER_SHARED_MEMORY]
         extensions += ["statistics", "trace", "logging"] if self.statistics else ["trace", "logging"]
-        return {"name": SERVER_NAME, "version": self.version, "extensions": extensions}
+        return {"name": self.name, "version": self.version, "extensions": extensions}
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
         model = self.lifecycle.lookup(name, version)

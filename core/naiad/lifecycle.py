@@ -187,7 +187,9 @@ class ModelLifecycle:
                 continue
             wanted.add(name)
             try:
-                config = model_config.read_model_config(sources[name].path, model_name=name)
+                config = model_config.read_model_config(
+                    sources[name].path, model_name=name, config_name=self.options.config_name
+                )
             except NaiadError:
                 continue  # it fails on its own terms when loaded
             pending.extend(need for need in model_dependencies(config) if need in sources)
@@ -202,7 +204,9 @@ class ModelLifecycle:
             return _Plan(record)
         try:
             if override is None:
-                config = model_config.read_model_config(source.path, model_name=source.name)
+                config = model_config.read_model_config(
+                    source.path, model_name=source.name, config_name=self.options.config_name
+                )
             else:
                 config = ModelConfig()
                 config.CopyFrom(override)
@@ -229,7 +233,7 @@ class ModelLifecycle:
                     f"model '{source.name}': config.pbtxt sets neither 'backend' nor 'platform' and no "
                     f'model file identifies one; add e.g. backend: "python" to {source.path / "config.pbtxt"}'
                 )
-            if not self.options.auto_complete and not (source.path / "config.pbtxt").is_file():
+            if not self.options.auto_complete and not model_config.config_path(source.path, self.options.config_name):
                 raise NaiadError(
                     f"model '{source.name}': {source.path / 'config.pbtxt'} is required when "
                     "auto-complete is disabled (--strict-model-config=true)"

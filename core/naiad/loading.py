@@ -69,6 +69,7 @@ class LoadOptions:
     statistics: StatisticsOptions | None = field(default_factory=StatisticsOptions)  # None: collect none
     max_instances_per_model: int = DEFAULT_MAX_INSTANCES_PER_MODEL
     response_cache: ResponseCache | None = None  # --cache-config: the cache of models that enable it
+    config_name: str = ""  # --model-config-name: read <model>/configs/<name>.pbtxt where it exists
 
 
 def load_version(

@@ -92,6 +92,8 @@ class ServerOptions:
     max_instances_per_model: int = DEFAULT_MAX_INSTANCES_PER_MODEL
     trace: TraceSettings = field(default_factory=TraceSettings)  # --trace-config (naiad.tracing)
     cache: CacheSettings | None = None  # --cache-config (naiad.response_cache); None: no response cache
+    server_id: str = "triton"  # --id: the name in the server metadata
+    model_config_name: str = ""  # --model-config-name: each model's configs/<name>.pbtxt, where it has one
 
 
 class Server:
@@ -116,6 +118,7 @@ class Server:
                 statistics=options.metrics.statistics if options.collect_statistics else None,
                 max_instances_per_model=options.max_instances_per_model,
                 response_cache=self.response_cache,
+                config_name=options.model_config_name,
             ),
             load_threads=options.model_load_thread_count,
             unload_timeout=options.model_unload_timeout_secs,
@@ -135,6 +138,7 @@ class Server:
             logs=logs,
             statistics=options.collect_statistics,
             explicit_model_control=explicit,
+            name=options.server_id,
         )
         # Metrics: a registry of this server's own (never prometheus_client's global one).
         metrics = options.metrics

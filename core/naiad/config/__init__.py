@@ -10,7 +10,7 @@ Typical load sequence::
 """
 
 from naiad.config.normalize import detect_backend, fill_defaults, fill_load_defaults
-from naiad.config.parsing import config_from_json, parse_model_config, read_model_config
+from naiad.config.parsing import config_from_json, config_path, parse_model_config, read_model_config
 from naiad.config.rendering import config_to_json, config_to_json_dict
 from naiad.config.validate import validate_config
 from naiad.config.versions import list_version_dirs, select_versions
@@ -19,6 +19,7 @@ from naiad.protocol.model_config_pb2 import ModelConfig
 __all__ = [
     "ModelConfig",
     "config_from_json",
+    "config_path",
     "config_to_json",
     "config_to_json_dict",
     "detect_backend",

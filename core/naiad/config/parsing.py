@@ -18,7 +18,14 @@ from naiad.errors import invalid_arg
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.suggestions import SuggestingError, close_matches, did_you_mean
 
-__all__ = ["CONFIG_FILENAME", "ConfigParseError", "config_from_json", "parse_model_config", "read_model_config"]
+__all__ = [
+    "CONFIG_FILENAME",
+    "ConfigParseError",
+    "config_from_json",
+    "config_path",
+    "parse_model_config",
+    "read_model_config",
+]
 
 CONFIG_FILENAME = "config.pbtxt"
 
@@ -71,18 +78,25 @@ def read_model_config(model_dir: Path, *, model_name: str | None = None, config_
     file exists (Triton's ``--model-config-name``).
     """
     name = model_name if model_name is not None else model_dir.name
-    path = model_dir / CONFIG_FILENAME
-    if config_name:
-        alternative = model_dir / "configs" / f"{config_name}.pbtxt"
-        if alternative.is_file():
-            path = alternative
-    if not path.exists():
+    path = config_path(model_dir, config_name)
+    if path is None:
         return ModelConfig()
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise invalid_arg(f"model '{name}': cannot read {path}: {exc}") from exc
     return parse_model_config(text, model_name=name, source=str(path))
+
+
+def config_path(model_dir: Path, config_name: str | None = None) -> Path | None:
+    """The config file a model folder holds: ``configs/<config_name>.pbtxt`` where it exists (Triton's
+    ``--model-config-name``), else ``config.pbtxt``; None when neither exists."""
+    if config_name:
+        custom = model_dir / "configs" / f"{config_name}.pbtxt"
+        if custom.is_file():
+            return custom
+    path = model_dir / CONFIG_FILENAME
+    return path if path.exists() else None
 
 
 def parse_model_config(text: str, *, model_name: str, source: str = CONFIG_FILENAME) -> ModelConfig:

@@ -1,0 +1,119 @@
+"""A tritonserver command line starts naiad unchanged: Triton's flags for parts naiad does not have are
+accepted and named at startup, its deprecated tracing flags still configure tracing, and what naiad
+cannot serve is refused with the reason."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+
+TRITON_COMMAND_LINE = (
+    "--id=edge-7",
+    "--backend-directory=/opt/tritonserver/backends",
+    "--pinned-memory-pool-byte-size=268435456",
+    "--cuda-memory-pool-byte-size=0:67108864",
+    "--cuda-memory-pool-byte-size=1:67108864",
+    "--http-thread-count=8",
+    "--host-policy=gpu_0,numa-node=0",
+    "--allow-sagemaker=false",
+    "--allow-vertex-ai=false",
+    "--model-namespacing=false",
+    "--trace-level=TIMESTAMPS",
+    "--trace-rate=50",
+    "--trace-count=-1",
+    "--trace-log-frequency=0",
+)
+
+
+IDENTITY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", r.inputs()[0].as_numpy())]) for r in requests]
+"""
+
+CONFIG = """
+backend: "python"
+max_batch_size: {batch}
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 2 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 2 ] }} ]
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("triton_flags")
+    builder = ModelRepositoryBuilder(root / "models")
+    for name, custom in (("tuned", True), ("plain", False)):
+        files = {"1/model.py": IDENTITY}
+        if custom:
+            files["configs/h100.pbtxt"] = CONFIG.format(batch=8)
+        builder.add_model(name, CONFIG.format(batch=0), files)
+    trace_file = root / "trace.json"
+    process = start_server(
+        [builder.root], *TRITON_COMMAND_LINE, "--model-config-name=h100", f"--trace-file={trace_file}"
+    )
+    yield process
+    process.stop()
+
+
+def test_the_server_starts_and_names_each_flag_without_effect(server: ServerProcess) -> None:
+    logs = server.logs()
+    assert "--pinned-memory-pool-byte-size=268435456 has no effect in naiad: naiad keeps no such memory pool" in logs
+    assert "--cuda-memory-pool-byte-size=1:67108864 has no effect in naiad" in logs
+    assert "--backend-directory=/opt/tritonserver/backends has no effect in naiad: naiad finds its backends" in logs
+    assert "--allow-sagemaker" not in logs  # false is what naiad does anyway
+
+
+def test_id_names_the_server_in_its_metadata(server: ServerProcess) -> None:
+    assert httpclient.InferenceServerClient(server.http_url).get_server_metadata()["name"] == "edge-7"
+    assert grpcclient.InferenceServerClient(server.grpc_url).get_server_metadata().name == "edge-7"
+
+
+def test_the_deprecated_trace_flags_set_the_trace_settings(server: ServerProcess) -> None:
+    settings = httpclient.InferenceServerClient(server.http_url).get_trace_settings()
+    assert settings["trace_level"] == ["TIMESTAMPS"]
+    assert settings["trace_rate"] == "50"
+    assert settings["trace_count"] == "-1"
+    assert settings["log_frequency"] == "0"
+    assert settings["trace_file"].endswith("trace.json")
+    assert "--trace-level is deprecated and will be removed in future releases; use --trace-config level=" in (
+        server.logs()
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "why"),
+    [
+        ("--allow-sagemaker=true", "not Amazon SageMaker's protocol"),
+        ("--allow-vertex-ai=true", "not Vertex AI's protocol"),
+        ("--model-namespacing=true", "naiad has no model namespaces"),
+    ],
+)
+def test_what_naiad_cannot_serve_is_refused_at_startup(tmp_path: Path, flag: str, why: str) -> None:
+    repository = ModelRepositoryBuilder(tmp_path / "models").root
+    run = subprocess.run(
+        [sys.executable, "-m", "naiad", "serve", f"--model-repository={repository}", flag],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert f"{flag}: " in run.stderr
+    assert why in run.stderr
+
+
+def test_model_config_name_picks_each_models_custom_config_where_it_has_one(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    assert client.get_model_config("tuned")["max_batch_size"] == 8  # configs/h100.pbtxt
+    assert client.get_model_config("plain")["max_batch_size"] == 0  # no configs/h100.pbtxt: config.pbtxt
