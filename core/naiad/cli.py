@@ -17,6 +17,7 @@ from naiad.event_loop import new_event_loop
 from naiad.file_limits import raise_open_file_limit
 from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
+from naiad.grpc.tls import tls_from_flags
 from naiad.heap import settle as settle_heap
 from naiad.http.serving import HTTP_SERVERS
 from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT
@@ -328,6 +329,21 @@ def _add_grpc_arguments(serve: argparse.ArgumentParser) -> None:
         help="send keepalive pings on connections with no call in flight",
     )
     serve.add_argument(
+        "--grpc-use-ssl", type=_bool, default=False, metavar="BOOL", help="serve gRPC over TLS (needs cert and key)"
+    )
+    serve.add_argument(
+        "--grpc-use-ssl-mutual",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
+        help="serve gRPC over TLS and require client certificates signed by --grpc-root-cert",
+    )
+    serve.add_argument("--grpc-server-cert", default="", metavar="PEM", help="the server's certificate chain, for TLS")
+    serve.add_argument("--grpc-server-key", default="", metavar="PEM", help="the server's private key, for TLS")
+    serve.add_argument(
+        "--grpc-root-cert", default="", metavar="PEM", help="root certificates that sign client certificates"
+    )
+    serve.add_argument(
         "--grpc-infer-response-compression-level",
         choices=tuple(COMPRESSION_LEVELS),
         default="none",
@@ -453,6 +469,13 @@ def _grpc_settings(args: argparse.Namespace) -> GrpcSettings:
         max_connection_age_grace_ms=args.grpc_max_connection_age_grace,
         infer_response_compression_level=args.grpc_infer_response_compression_level,
         reuse_port=args.reuse_grpc_port,
+        tls=tls_from_flags(
+            args.grpc_use_ssl,
+            args.grpc_use_ssl_mutual,
+            args.grpc_server_cert,
+            args.grpc_server_key,
+            args.grpc_root_cert,
+        ),
     )
 
 

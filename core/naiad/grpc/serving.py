@@ -20,6 +20,7 @@ import grpc  # type: ignore[import-untyped,unused-ignore]
 from naiad.dataplane import DataPlane
 from naiad.grpc import health, servicer
 from naiad.grpc.connection_cap import watch_connection_cap
+from naiad.grpc.tls import GrpcTls
 from naiad.limits import GrpcLimits
 from naiad.restrictions import Restrictions
 
@@ -46,6 +47,7 @@ class GrpcSettings:
     max_connection_age_grace_ms: int | None = None
     infer_response_compression_level: str = "none"
     reuse_port: bool = False
+    tls: GrpcTls | None = None  # --grpc-use-ssl(-mutual): serve over TLS
 
     def channel_options(self) -> list[tuple[str, int]]:
         """The gRPC core channel arguments these settings stand for."""
@@ -106,6 +108,7 @@ class GrpcFrontend:
         restrictions: Restrictions | None = None,
     ) -> None:
         self._host = host
+        self._tls = settings.tls
         limits = limits or GrpcLimits()
         self._max_connections = limits.max_connections
         self._cap_watch: asyncio.Task[None] | None = None
@@ -119,7 +122,10 @@ class GrpcFrontend:
             self._server.add_registered_method_handlers(name, handlers)
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            self.port: int = self._server.add_insecure_port(target)
+            if settings.tls is None:
+                self.port: int = self._server.add_insecure_port(target)
+            else:
+                self.port = self._server.add_secure_port(target, settings.tls.credentials())
         except RuntimeError as error:
             raise OSError(
                 errno.EADDRINUSE,
@@ -128,7 +134,8 @@ class GrpcFrontend:
             ) from None
 
     def describe(self) -> str:
-        return f"gRPC on {self._host}:{self.port}"
+        tls = "" if self._tls is None else (" (TLS, client certificates required)" if self._tls.mutual else " (TLS)")
+        return f"gRPC on {self._host}:{self.port}{tls}"
 
     async def start(self) -> None:
         await self._server.start()
