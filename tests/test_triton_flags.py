@@ -4,11 +4,13 @@ cannot serve is refused with the reason."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
@@ -50,6 +52,26 @@ output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 2 ] }} ]
 """
 
 
+ECHO_PARAMETERS = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("P", np.array([r.parameters().encode()], dtype=np.object_))])
+            for r in requests
+        ]
+"""
+
+ECHO_CONFIG = """
+backend: "python"
+input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "P" data_type: TYPE_STRING dims: [ 1 ] } ]
+"""
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("triton_flags")
@@ -59,9 +81,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         if custom:
             files["configs/h100.pbtxt"] = CONFIG.format(batch=8)
         builder.add_model(name, CONFIG.format(batch=0), files)
+    builder.add_python_model("echo_parameters", ECHO_PARAMETERS, ECHO_CONFIG)
     trace_file = root / "trace.json"
     process = start_server(
-        [builder.root], *TRITON_COMMAND_LINE, "--model-config-name=h100", f"--trace-file={trace_file}"
+        [builder.root],
+        *TRITON_COMMAND_LINE,
+        "--model-config-name=h100",
+        f"--trace-file={trace_file}",
+        "--http-header-forward-pattern=^x-t",
+        "--grpc-header-forward-pattern=TENANT",
     )
     yield process
     process.stop()
@@ -117,3 +145,19 @@ def test_model_config_name_picks_each_models_custom_config_where_it_has_one(serv
     client = httpclient.InferenceServerClient(server.http_url)
     assert client.get_model_config("tuned")["max_batch_size"] == 8  # configs/h100.pbtxt
     assert client.get_model_config("plain")["max_batch_size"] == 0  # no configs/h100.pbtxt: config.pbtxt
+
+
+def test_headers_matching_the_forward_patterns_reach_the_model_as_parameters(server: ServerProcess) -> None:
+    """As Triton: matched anywhere in the name, ignoring case; other headers stay out."""
+    headers = {"X-Tenant": "acme", "x-trace-id": "t1", "Authorization": "secret", "y-x-foo": "z"}
+    http = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("X", [1], "INT32")
+    tensor.set_data_from_numpy(np.array([1], np.int32))
+    seen = http.infer("echo_parameters", [tensor], headers=headers, parameters={"p": 1}).as_numpy("P")[0]
+    assert json.loads(seen) == {"p": 1, "x-tenant": "acme", "x-trace-id": "t1"}  # ^x-t
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    over_grpc = grpcclient.InferInput("X", [1], "INT32")
+    over_grpc.set_data_from_numpy(np.array([1], np.int32))
+    metadata = {"x-tenant": "acme", "x-trace-id": "t1", "authorization": "secret"}
+    seen = grpc.infer("echo_parameters", [over_grpc], headers=metadata).as_numpy("P")[0]
+    assert json.loads(seen) == {"x-tenant": "acme"}  # TENANT

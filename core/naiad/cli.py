@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,6 +82,14 @@ def _backend_setting(value: str) -> tuple[str, str, str]:
     return backend, key, setting_value
 
 
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as error:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a regular expression: {error}") from None
+    return value
+
+
 def _config_name(value: str) -> str:
     if any(character.isspace() or character in "/\\" for character in value):  # "" is no name: config.pbtxt
         raise argparse.ArgumentTypeError(f"'{value}' is not a config name: a file name without spaces or slashes")
@@ -123,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-port", type=_port, default=8002, metavar="PORT", help="port of the Prometheus /metrics listener"
     )
     serve.add_argument("--id", default="triton", metavar="ID", help="the server's name in the server metadata")
+    for protocol, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
+        serve.add_argument(
+            f"--{protocol}-header-forward-pattern",
+            type=_regex,
+            default="",
+            metavar="REGEX",
+            help=f"{what} whose name matches (anywhere, any case) reach models as request parameters",
+        )
     serve.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP/REST at all")
     serve.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC at all")
     serve.add_argument(
@@ -683,6 +700,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         cache=parse_cache_config(args.cache_config, args.response_cache_byte_size),
         server_id=args.id,
         model_config_name=args.model_config_name,
+        http_header_forward_pattern=args.http_header_forward_pattern,
+        grpc_header_forward_pattern=args.grpc_header_forward_pattern,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from naiad import config as model_config
 from naiad.backend_model import ModelInstance
 from naiad.errors import NaiadError, invalid_arg, unavailable, unsupported
+from naiad.header_forwarding import HeaderForwarding
 from naiad.inference import (
     InferenceRequest,
     InferenceResponse,
@@ -85,6 +86,8 @@ class DataPlane:
     ) -> None:
         self.service = service
         self.name = name
+        self.http_headers: HeaderForwarding | None = None  # --http-header-forward-pattern
+        self.grpc_headers: HeaderForwarding | None = None  # --grpc-header-forward-pattern
         self.lifecycle: ModelLifecycle = service.lifecycle
         self.inbox = inbox
         self.explicit_model_control = explicit_model_control

@@ -20,6 +20,7 @@ from naiad.devices import gpu_count
 from naiad.errors import NaiadError
 from naiad.exit_watchdog import ExitWatchdog
 from naiad.grpc import GrpcFrontend, GrpcSettings
+from naiad.header_forwarding import HeaderForwarding
 from naiad.http import build_app
 from naiad.http.serving import HttpFrontend, bind_socket
 from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT, ModelLifecycle
@@ -94,6 +95,8 @@ class ServerOptions:
     cache: CacheSettings | None = None  # --cache-config (naiad.response_cache); None: no response cache
     server_id: str = "triton"  # --id: the name in the server metadata
     model_config_name: str = ""  # --model-config-name: each model's configs/<name>.pbtxt, where it has one
+    http_header_forward_pattern: str = ""  # headers that reach models as request parameters ("" none)
+    grpc_header_forward_pattern: str = ""
 
 
 class Server:
@@ -140,6 +143,10 @@ class Server:
             explicit_model_control=explicit,
             name=options.server_id,
         )
+        if options.http_header_forward_pattern:
+            self.dataplane.http_headers = HeaderForwarding(options.http_header_forward_pattern)
+        if options.grpc_header_forward_pattern:
+            self.dataplane.grpc_headers = HeaderForwarding(options.grpc_header_forward_pattern)
         # Metrics: a registry of this server's own (never prometheus_client's global one).
         metrics = options.metrics
         self.metrics_registry = CollectorRegistry(auto_describe=False)

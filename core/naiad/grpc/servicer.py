@@ -32,6 +32,7 @@ from naiad.grpc import codec, infer, messages, restricted
 from naiad.grpc.arenas import trim_after_call
 from naiad.grpc.status import fail, grpc_status
 from naiad.grpc.stream import StreamSession
+from naiad.header_forwarding import with_headers
 from naiad.limits import GrpcLimits
 from naiad.logs import log_unexpected
 from naiad.memory import trim_soon
@@ -100,6 +101,9 @@ class InferenceServicer:
             trim_after_call(context, len(data))
             request = infer.decode(self._dataplane, messages.parse_request(data), unary=True)
             del data
+            request.decoded.parameters = with_headers(
+                self._dataplane.grpc_headers, request.decoded.parameters, context.invocation_metadata() or ()
+            )
             encoded = await infer.model_infer(self._dataplane, request, self._limits.max_message_size, timing)
             trim_after_call(context, encoded.size)
             return encoded.join()
@@ -230,7 +234,13 @@ class InferenceServicer:
         end_on_error = None
         if _strict_errors(context):
             end_on_error = functools.partial(_end_with_error, context)
-        session = StreamSession(self._dataplane, self._limits, on_message=trim_soon, end_on_error=end_on_error)
+        session = StreamSession(
+            self._dataplane,
+            self._limits,
+            on_message=trim_soon,
+            end_on_error=end_on_error,
+            metadata=tuple(context.invocation_metadata() or ()),
+        )
         try:
             await session.run(context.read, context.write)
         except Exception as exc:  # a bug, or the call failed under us: end it, never crash the server

@@ -33,6 +33,7 @@ from naiad.errors import ErrorCode, NaiadError
 from naiad.grpc import codec, messages
 from naiad.grpc.infer import GrpcRequest, decode
 from naiad.grpc.messages import Encoded
+from naiad.header_forwarding import with_headers
 from naiad.inference import ResponseEvent
 from naiad.limits import GrpcLimits
 from naiad.logs import log_unexpected
@@ -130,9 +131,12 @@ class StreamSession:
         limits: GrpcLimits,
         on_message: Callable[[int], None],
         end_on_error: Callable[[NaiadError], None] | None = None,
+        metadata: tuple[tuple[str, str], ...] = (),
     ) -> None:
-        """``end_on_error``: strict mode; it sets the call's status from the error that ends it."""
+        """``end_on_error``: strict mode; it sets the call's status from the error that ends it.
+        ``metadata``: the call's, which every request of the stream forwards as its own headers."""
         self._dataplane = dataplane
+        self._metadata = metadata
         self._end_on_error = end_on_error
         self._backlog = limits.stream_backlog
         self._max_message_size = limits.max_message_size
@@ -206,7 +210,7 @@ class StreamSession:
                 decoded.inputs,
                 outputs=decoded.outputs,
                 request_id=decoded.id,
-                parameters=decoded.parameters,
+                parameters=with_headers(self._dataplane.grpc_headers, decoded.parameters, self._metadata),
                 frontend=timing,
             )
         except NaiadError as error:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from naiad.dataplane import DataPlane, ServerState
 from naiad.errors import ErrorCode, NaiadError
+from naiad.header_forwarding import with_headers
 from naiad.http import codec
 from naiad.http.asgi import CLOSE, JSON_HEADERS, TEXT_HEADERS, Receive, Scope, Send, respond
 from naiad.http.body import BodyError, BodyState, BodyWatch, decompress, raw_too_large, read_body, too_large
@@ -128,7 +129,7 @@ async def infer(
         decoded.inputs,
         outputs=decoded.outputs,
         request_id=decoded.id,
-        parameters=decoded.parameters,
+        parameters=with_headers(dataplane.http_headers, decoded.parameters, headers.items()),
         frontend=timing,
     )
     event = await until_disconnected(receive, inference, channel)

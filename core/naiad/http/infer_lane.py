@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from naiad.dataplane import DataPlane, ServerState
 from naiad.errors import NaiadError
+from naiad.header_forwarding import with_headers
 from naiad.http import codec
 from naiad.http.asgi import CLOSE, JSON_HEADERS, TEXT_HEADERS
 from naiad.http.direct import response_bytes
@@ -189,7 +190,7 @@ class FastInfer:
                     self,
                     outputs=decoded.outputs,
                     request_id=decoded.id,
-                    parameters=decoded.parameters,
+                    parameters=with_headers(dataplane.http_headers, decoded.parameters, self._header_texts()),
                     frontend=self._timing,
                 )
             except BaseException:
@@ -235,6 +236,9 @@ class FastInfer:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _header_texts(self) -> list[tuple[str, str]]:
+        return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self._fields.items()]
 
     def _fail(self, error: Exception, headers: list[tuple[bytes, bytes]] = JSON_HEADERS) -> None:
         """Answer the request's error (with ``headers``); a failure of naiad's own is logged and
