@@ -65,6 +65,20 @@ class TritonPythonModel:
         ]
 """
 
+FAILS_ONCE = ECHO_PARAMETERS.replace(
+    "class TritonPythonModel:",
+    """from pathlib import Path
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        marker = Path(MARKER)
+        if not marker.exists():
+            marker.touch()
+            raise RuntimeError("first load fails")
+""",
+)
+
 ECHO_CONFIG = """
 backend: "python"
 input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
@@ -82,6 +96,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             files["configs/h100.pbtxt"] = CONFIG.format(batch=8)
         builder.add_model(name, CONFIG.format(batch=0), files)
     builder.add_python_model("echo_parameters", ECHO_PARAMETERS, ECHO_CONFIG)
+    builder.add_python_model("fails_once", FAILS_ONCE.replace("MARKER", repr(str(root / "tried"))), ECHO_CONFIG)
     trace_file = root / "trace.json"
     process = start_server(
         [builder.root],
@@ -90,6 +105,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         f"--trace-file={trace_file}",
         "--http-header-forward-pattern=^x-t",
         "--grpc-header-forward-pattern=TENANT",
+        "--model-load-retry-count=1",
     )
     yield process
     process.stop()
@@ -161,3 +177,8 @@ def test_headers_matching_the_forward_patterns_reach_the_model_as_parameters(ser
     metadata = {"x-tenant": "acme", "x-trace-id": "t1", "authorization": "secret"}
     seen = grpc.infer("echo_parameters", [over_grpc], headers=metadata).as_numpy("P")[0]
     assert json.loads(seen) == {"x-tenant": "acme"}  # TENANT
+
+
+def test_a_version_that_failed_to_load_is_loaded_again_with_the_retry_count(server: ServerProcess) -> None:
+    assert httpclient.InferenceServerClient(server.http_url).is_model_ready("fails_once")
+    assert "loading model 'fails_once' version 1 again (retry 1 of 1, --model-load-retry-count)" in server.logs()

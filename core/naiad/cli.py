@@ -230,6 +230,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="models that load at the same time (at startup, on a poll)",
     )
     serve.add_argument(
+        "--model-load-retry-count",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="how many times a version that failed to load is loaded again before it is left UNAVAILABLE",
+    )
+    serve.add_argument(
         "--model-unload-timeout-secs",
         type=_non_negative_seconds,
         default=DEFAULT_UNLOAD_TIMEOUT,
@@ -700,6 +707,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         cache=parse_cache_config(args.cache_config, args.response_cache_byte_size),
         server_id=args.id,
         model_config_name=args.model_config_name,
+        model_load_retry_count=args.model_load_retry_count,
         http_header_forward_pattern=args.http_header_forward_pattern,
         grpc_header_forward_pattern=args.grpc_header_forward_pattern,
     )

@@ -269,18 +269,34 @@ class ModelLifecycle:
                 extra={"model": plan.record.name, "version": version},
             )
             self._notify(VersionStatus(plan.record.name, version))
-            status = load_version(
-                self._registry,
-                plan.record.source.path,
-                plan.config,
-                version,
-                self.options,
-                self.server,
-                config_from_request=plan.from_request,
-            )
+            status = self._load_version(plan, version)
+            for retry in range(1, self.options.load_retries + 1):
+                if status.ready:
+                    break
+                logger.warning(
+                    "loading model '%s' version %d again (retry %d of %d, --model-load-retry-count)",
+                    plan.record.name,
+                    version,
+                    retry,
+                    self.options.load_retries,
+                    extra={"model": plan.record.name, "version": version},
+                )
+                status = self._load_version(plan, version)
             loaded[version] = status
             self._notify(status)
         return loaded
+
+    def _load_version(self, plan: _Plan, version: int) -> VersionStatus:
+        assert plan.config is not None
+        return load_version(
+            self._registry,
+            plan.record.source.path,
+            plan.config,
+            version,
+            self.options,
+            self.server,
+            config_from_request=plan.from_request,
+        )
 
     def _install(self, plan: _Plan, reuse: Collection[int] = ()) -> None:
         """Load the plan's versions and swap them in for the model's current ones once all are READY.

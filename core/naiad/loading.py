@@ -70,6 +70,7 @@ class LoadOptions:
     max_instances_per_model: int = DEFAULT_MAX_INSTANCES_PER_MODEL
     response_cache: ResponseCache | None = None  # --cache-config: the cache of models that enable it
     config_name: str = ""  # --model-config-name: read <model>/configs/<name>.pbtxt where it exists
+    load_retries: int = 0  # --model-load-retry-count: loads of a failed version tried again
 
 
 def load_version(

@@ -95,6 +95,7 @@ class ServerOptions:
     cache: CacheSettings | None = None  # --cache-config (naiad.response_cache); None: no response cache
     server_id: str = "triton"  # --id: the name in the server metadata
     model_config_name: str = ""  # --model-config-name: each model's configs/<name>.pbtxt, where it has one
+    model_load_retry_count: int = 0  # --model-load-retry-count: loads of a failed version tried again
     http_header_forward_pattern: str = ""  # headers that reach models as request parameters ("" none)
     grpc_header_forward_pattern: str = ""
 
@@ -122,6 +123,7 @@ class Server:
                 max_instances_per_model=options.max_instances_per_model,
                 response_cache=self.response_cache,
                 config_name=options.model_config_name,
+                load_retries=options.model_load_retry_count,
             ),
             load_threads=options.model_load_thread_count,
             unload_timeout=options.model_unload_timeout_secs,
