@@ -15,6 +15,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from naiad.cli import build_parser, options_from_args
+from naiad.http.serving import bind_socket
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
 
 TRITON_COMMAND_LINE = (
@@ -182,3 +184,17 @@ def test_headers_matching_the_forward_patterns_reach_the_model_as_parameters(ser
 def test_a_version_that_failed_to_load_is_loaded_again_with_the_retry_count(server: ServerProcess) -> None:
     assert httpclient.InferenceServerClient(server.http_url).is_model_ready("fails_once")
     assert "loading model 'fails_once' version 1 again (retry 1 of 1, --model-load-retry-count)" in server.logs()
+
+
+def test_reuse_http_port_lets_two_listeners_share_the_port() -> None:
+    first = bind_socket("127.0.0.1", 0, "HTTP", "--http-port", reuse_port=True)
+    port = first.getsockname()[1]
+    try:
+        second = bind_socket("127.0.0.1", port, "HTTP", "--http-port", reuse_port=True)
+        second.close()
+        with pytest.raises(OSError, match=f"cannot listen for HTTP on 127.0.0.1:{port}"):
+            bind_socket("127.0.0.1", port, "HTTP", "--http-port")
+    finally:
+        first.close()
+    options = options_from_args(build_parser().parse_args(["serve", "--model-repository=.", "--reuse-http-port=true"]))
+    assert options.reuse_http_port

@@ -140,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="REGEX",
             help=f"{what} whose name matches (anywhere, any case) reach models as request parameters",
         )
+    serve.add_argument(
+        "--reuse-http-port",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
+        help="let several servers listen on the HTTP port (SO_REUSEPORT)",
+    )
     serve.add_argument("--allow-http", type=_bool, default=True, metavar="BOOL", help="serve HTTP/REST at all")
     serve.add_argument("--allow-grpc", type=_bool, default=True, metavar="BOOL", help="serve gRPC at all")
     serve.add_argument(
@@ -708,6 +715,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         server_id=args.id,
         model_config_name=args.model_config_name,
         model_load_retry_count=args.model_load_retry_count,
+        reuse_http_port=args.reuse_http_port,
         http_header_forward_pattern=args.http_header_forward_pattern,
         grpc_header_forward_pattern=args.grpc_header_forward_pattern,
     )

@@ -95,6 +95,7 @@ class ServerOptions:
     cache: CacheSettings | None = None  # --cache-config (naiad.response_cache); None: no response cache
     server_id: str = "triton"  # --id: the name in the server metadata
     model_config_name: str = ""  # --model-config-name: each model's configs/<name>.pbtxt, where it has one
+    reuse_http_port: bool = False  # --reuse-http-port: SO_REUSEPORT on the HTTP listener
     model_load_retry_count: int = 0  # --model-load-retry-count: loads of a failed version tried again
     http_header_forward_pattern: str = ""  # headers that reach models as request parameters ("" none)
     grpc_header_forward_pattern: str = ""
@@ -301,7 +302,9 @@ class Server:
         options = self.options
         frontends: list[HttpFrontend | GrpcFrontend | MetricsFrontend] = []
         if options.allow_http:
-            sock = bind_socket(options.http_address, options.http_port, "HTTP", "--http-port")
+            sock = bind_socket(
+                options.http_address, options.http_port, "HTTP", "--http-port", reuse_port=options.reuse_http_port
+            )
             app = build_app(
                 self.dataplane,
                 self.registry.http_routes(self.handle),

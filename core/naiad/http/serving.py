@@ -36,11 +36,14 @@ logger = logging.getLogger(__name__)
 HTTP_SERVERS = ("uvicorn", "hypercorn")
 
 
-def bind_socket(host: str, port: int, what: str, flag: str) -> socket.socket:
-    """A listening TCP socket, or a :class:`OSError` that says which flag to change."""
+def bind_socket(host: str, port: int, what: str, flag: str, *, reuse_port: bool = False) -> socket.socket:
+    """A listening TCP socket, or a :class:`OSError` that says which flag to change; ``reuse_port``:
+    other processes may listen on the same port (SO_REUSEPORT, Triton's ``--reuse-http-port``)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as error:
