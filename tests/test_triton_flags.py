@@ -4,6 +4,7 @@ cannot serve is refused with the reason."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -198,3 +199,110 @@ def test_reuse_http_port_lets_two_listeners_share_the_port() -> None:
         first.close()
     options = options_from_args(build_parser().parse_args(["serve", "--model-repository=.", "--reuse-http-port=true"]))
     assert options.reuse_http_port
+
+
+TRITONSERVER_2_51_FLAGS = (
+    "--allow-cpu-metrics",
+    "--allow-gpu-metrics",
+    "--allow-grpc",
+    "--allow-http",
+    "--allow-metrics",
+    "--allow-metrics",
+    "--allow-sagemaker",
+    "--allow-vertex-ai",
+    "--backend-config",
+    "--backend-directory",
+    "--buffer-manager-thread-count",
+    "--cache-config",
+    "--cache-directory",
+    "--cuda-memory-pool-byte-size",
+    "--cuda-virtual-address-size",
+    "--disable-auto-complete-config",
+    "--enable-peer-access",
+    "--exit-on-error",
+    "--exit-timeout-secs",
+    "--grpc-address",
+    "--grpc-header-forward-pattern",
+    "--grpc-http2-max-ping-strikes",
+    "--grpc-http2-max-pings-without-data",
+    "--grpc-http2-min-recv-ping-interval-without-data",
+    "--grpc-infer-allocation-pool-size",
+    "--grpc-infer-response-compression-level",
+    "--grpc-keepalive-permit-without-calls",
+    "--grpc-keepalive-time",
+    "--grpc-keepalive-timeout",
+    "--grpc-max-connection-age",
+    "--grpc-max-connection-age-grace",
+    "--grpc-port",
+    "--grpc-restricted-protocol",
+    "--grpc-root-cert",
+    "--grpc-server-cert",
+    "--grpc-server-key",
+    "--grpc-use-ssl",
+    "--grpc-use-ssl",
+    "--grpc-use-ssl-mutual",
+    "--help",
+    "--host-policy",
+    "--host-policy",
+    "--http-address",
+    "--http-header-forward-pattern",
+    "--http-port",
+    "--http-restricted-api",
+    "--http-thread-count",
+    "--id",
+    "--load-model",
+    "--load-model",
+    "--log-error",
+    "--log-file",
+    "--log-format",
+    "--log-info",
+    "--log-verbose",
+    "--log-warning",
+    "--metrics-address",
+    "--metrics-config",
+    "--metrics-interval-ms",
+    "--metrics-port",
+    "--min-supported-compute-capability",
+    "--model-config-name",
+    "--model-config-name",
+    "--model-control-mode",
+    "--model-load-gpu-limit",
+    "--model-load-retry-count",
+    "--model-load-thread-count",
+    "--model-namespacing",
+    "--model-repository",
+    "--model-store",
+    "--pinned-memory-pool-byte-size",
+    "--rate-limit",
+    "--rate-limit-resource",
+    "--rate-limit-resource",
+    "--repoagent-directory",
+    "--repository-poll-secs",
+    "--response-cache-byte-size",
+    "--reuse-grpc-port",
+    "--reuse-http-port",
+    "--sagemaker-port",
+    "--sagemaker-safe-port-range",
+    "--sagemaker-thread-count",
+    "--strict-model-config",
+    "--strict-readiness",
+    "--trace-config",
+    "--trace-count",
+    "--trace-file",
+    "--trace-level",
+    "--trace-log-frequency",
+    "--trace-log-frequency",
+    "--trace-rate",
+    "--vertex-ai-default-model",
+    "--vertex-ai-port",
+    "--vertex-ai-thread-count",
+)
+"""Every flag ``tritonserver --help`` lists in Triton 2.51."""
+
+
+def test_every_flag_of_tritonserver_is_accepted() -> None:
+    serve = next(
+        action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)
+    ).choices["serve"]
+    accepted = {flag for action in serve._actions for flag in action.option_strings}
+    assert [flag for flag in TRITONSERVER_2_51_FLAGS if flag not in accepted] == []
