@@ -62,7 +62,7 @@ DEPRECATED_TRACE: dict[str, str] = {
 
 
 def add_triton_arguments(serve: argparse.ArgumentParser, boolean: Callable[[str], bool]) -> None:
-    """Add the flags of this module to ``naiad serve`` (hidden from ``--help``'s main list)."""
+    """Add the flags of this module to ``naiad serve``, in a group of their own in ``--help``."""
     group = serve.add_argument_group(
         "accepted for tritonserver command lines",
         "Triton flags for parts naiad does not have: they start naiad unchanged and are named at startup",
