@@ -304,3 +304,15 @@ def test_backends_complete_configs_with_a_server_handle_and_are_released(tmp_pat
     assert backend.loop_running == [True]
     assert backend.finalized == ["completed"]
     assert backend.instances == 0
+
+
+def test_model_config_name_checks_the_custom_config_where_a_model_has_one(tmp_path: Path) -> None:
+    """As `naiad serve --model-config-name h100` reads it: the broken custom config is the one checked."""
+    builder = ModelRepositoryBuilder(tmp_path)
+    builder.add_model("tuned", IDENTITY, {**VERSION, "configs/h100.pbtxt": 'backend: "identity"\nmax_batch_sise: 4\n'})
+    assert naiad_check(tmp_path).returncode == 0  # config.pbtxt is healthy
+    run = naiad_check(tmp_path, "--model-config-name", "h100")
+    assert run.returncode == 1
+    (line,) = _lines_of(run, "tuned")
+    assert str(tmp_path / "tuned" / "configs" / "h100.pbtxt") in line
+    assert "max_batch_sise" in line

@@ -47,6 +47,7 @@ class _Model:
     """A model under check: where it lives, its config as read and, per version, as completed."""
 
     source: ModelSource
+    config_name: str = ""  # --model-config-name
     text: str = ""
     config: ModelConfig | None = None
     versions: list[int] = field(default_factory=list)
@@ -58,7 +59,7 @@ class _Model:
 
     @property
     def config_file(self) -> Path:
-        return self.source.path / CONFIG_FILENAME
+        return model_config.config_path(self.source.path, self.config_name) or self.source.path / CONFIG_FILENAME
 
     @property
     def file(self) -> str:
@@ -69,7 +70,8 @@ class _Model:
 class RepositoryChecker:
     """Checks every model of ``repositories``; :meth:`run` returns what it found.
 
-    ``auto_complete`` is the server's (off with ``--disable-auto-complete-config``).
+    ``auto_complete`` is the server's (off with ``--disable-auto-complete-config``); ``config_name`` its
+    ``--model-config-name``.
     """
 
     def __init__(
@@ -77,11 +79,14 @@ class RepositoryChecker:
         repositories: Sequence[Path],
         *,
         auto_complete: bool = True,
+        config_name: str = "",
         registry: BackendRegistry | None = None,
     ) -> None:
         self._repositories = tuple(repositories)
         self._registry = registry or BackendRegistry()
-        self._options = LoadOptions(auto_complete=auto_complete, gpu_count=gpu_count(), statistics=None)
+        self._options = LoadOptions(
+            auto_complete=auto_complete, gpu_count=gpu_count(), statistics=None, config_name=config_name
+        )
         self._problems: list[Problem] = []
 
     def run(self) -> CheckReport:
@@ -112,7 +117,7 @@ class RepositoryChecker:
     # -- reading and planning, as the server does before loading ---------------------------------
 
     def _read(self, source: ModelSource) -> _Model:
-        model = _Model(source)
+        model = _Model(source, self._options.config_name)
         if source.duplicates:
             places = ", ".join(str(path) for path in (source.path, *source.duplicates))
             self._add(model, f"appears in several model repositories ({places})", "keep one of them")
@@ -120,7 +125,9 @@ class RepositoryChecker:
         try:
             if model.config_file.is_file():
                 model.text = model.config_file.read_text(encoding="utf-8", errors="replace")
-            config = model_config.read_model_config(source.path, model_name=model.name)
+            config = model_config.read_model_config(
+                source.path, model_name=model.name, config_name=self._options.config_name
+            )
         except ConfigParseError as error:
             self._add_error(model, error, _PARSE_FIX, message=error.reason, line=error.line)
             return model
@@ -281,6 +288,8 @@ class RepositoryChecker:
         self._problems.append(Problem(model.name, model.file, line, message, fix, suggestion))
 
 
-def check_repositories(repositories: Sequence[Path], *, auto_complete: bool = True) -> CheckReport:
+def check_repositories(
+    repositories: Sequence[Path], *, auto_complete: bool = True, config_name: str = ""
+) -> CheckReport:
     """Check every model of ``repositories`` as the server would load it."""
-    return RepositoryChecker(repositories, auto_complete=auto_complete).run()
+    return RepositoryChecker(repositories, auto_complete=auto_complete, config_name=config_name).run()

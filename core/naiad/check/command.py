@@ -34,6 +34,12 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         action="store_true",
         help="check as `naiad serve --disable-auto-complete-config` would load (every model needs a full config)",
     )
+    check.add_argument(
+        "--model-config-name",
+        default="",
+        metavar="NAME",
+        help="check as `naiad serve --model-config-name NAME` reads configs (configs/NAME.pbtxt where a model has one)",
+    )
     check.add_argument("--log-verbose", type=int, default=0, metavar="N", help="backends' log lines (stderr)")
 
 
@@ -45,6 +51,8 @@ def run_check(args: argparse.Namespace) -> int:
         for path in missing:
             print(f"naiad check: model repository '{path}' does not exist or is not a folder", file=sys.stderr)
         return EXIT_USAGE
-    report = check_repositories(args.repositories, auto_complete=not args.disable_auto_complete_config)
+    report = check_repositories(
+        args.repositories, auto_complete=not args.disable_auto_complete_config, config_name=args.model_config_name
+    )
     print(render_json(report) if args.format == "json" else render_text(report))
     return EXIT_PROBLEMS if report.problems else EXIT_CLEAN
