@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,12 +12,19 @@ from pathlib import Path
 from naiad import __version__
 from naiad.check.command import add_check_command, run_check
 from naiad.cli_help import SERVE_EPILOG, SERVE_USAGE, ServeHelpFormatter
-from naiad.cli_triton import add_triton_arguments, deprecated_trace_entries, no_effect_notes, refusal
+from naiad.cli_triton import (
+    add_triton_arguments,
+    deprecated_trace_entries,
+    deprecated_trace_warnings,
+    no_effect_notes,
+    refusal,
+)
 from naiad.event_loop import new_event_loop
 from naiad.file_limits import raise_open_file_limit
 from naiad.grpc import GrpcSettings
 from naiad.grpc.serving import COMPRESSION_LEVELS
 from naiad.grpc.tls import tls_from_flags
+from naiad.header_forwarding import HeaderForwarding
 from naiad.heap import settle as settle_heap
 from naiad.http.serving import HTTP_SERVERS
 from naiad.lifecycle import DEFAULT_LOAD_THREADS, DEFAULT_UNLOAD_TIMEOUT
@@ -82,12 +88,11 @@ def _backend_setting(value: str) -> tuple[str, str, str]:
     return backend, key, setting_value
 
 
-def _regex(value: str) -> str:
+def _header_forwarding(pattern: str) -> HeaderForwarding:
     try:
-        re.compile(value)
-    except re.error as error:
-        raise argparse.ArgumentTypeError(f"'{value}' is not a regular expression: {error}") from None
-    return value
+        return HeaderForwarding(pattern)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _config_name(value: str) -> str:
@@ -135,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     for protocol, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
         serve.add_argument(
             f"--{protocol}-header-forward-pattern",
-            type=_regex,
-            default="",
+            type=_header_forwarding,
+            default=None,
             metavar="REGEX",
             help=f"{what} whose name matches (anywhere, any case) reach models as request parameters",
         )
@@ -710,14 +715,14 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         http_restrictions=parse_restrictions(args.http_restricted_api, "api"),
         grpc_restrictions=parse_restrictions(args.grpc_restricted_protocol, "protocol", GRPC_KEY_PREFIX),
         max_instances_per_model=args.max_instances_per_model,
-        trace=_trace_settings(deprecated_trace_entries(args)[0] + args.trace_config),
+        trace=_trace_settings(deprecated_trace_entries(args) + args.trace_config),
         cache=parse_cache_config(args.cache_config, args.response_cache_byte_size),
         server_id=args.id,
         model_config_name=args.model_config_name,
         model_load_retry_count=args.model_load_retry_count,
         reuse_http_port=args.reuse_http_port,
-        http_header_forward_pattern=args.http_header_forward_pattern,
-        grpc_header_forward_pattern=args.grpc_header_forward_pattern,
+        http_headers=args.http_header_forward_pattern,
+        grpc_headers=args.grpc_header_forward_pattern,
     )
 
 
@@ -744,7 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = options_from_args(args)
     except ValueError as error:
         parser.error(str(error))
-    for warning in deprecated_trace_entries(args)[1]:
+    for warning in deprecated_trace_warnings(args):
         logger.warning("%s", warning)
     for note in no_effect_notes(args):
         logger.info("%s", note)

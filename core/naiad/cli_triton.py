@@ -96,19 +96,18 @@ def no_effect_notes(args: argparse.Namespace) -> list[str]:
     return notes
 
 
-def deprecated_trace_entries(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """The ``--trace-config`` entries the deprecated flags stand for, and a warning for each flag used."""
-    entries: list[str] = []
-    warnings: list[str] = []
-    for flag, key in DEPRECATED_TRACE.items():
-        values = getattr(args, _dest(flag))
-        for value in values:
-            entries.append(f"{key}={value}")
-        if values:
-            warnings.append(
-                f"{flag} is deprecated and will be removed in future releases; use --trace-config {key}=<value> instead"
-            )
-    return entries, warnings
+def deprecated_trace_entries(args: argparse.Namespace) -> list[str]:
+    """The ``--trace-config`` entries the deprecated flags stand for."""
+    return [f"{key}={value}" for flag, key in DEPRECATED_TRACE.items() for value in getattr(args, _dest(flag))]
+
+
+def deprecated_trace_warnings(args: argparse.Namespace) -> list[str]:
+    """Triton's warning for each deprecated tracing flag used."""
+    return [
+        f"{flag} is deprecated and will be removed in future releases; use --trace-config {key}=<value> instead"
+        for flag, key in DEPRECATED_TRACE.items()
+        if getattr(args, _dest(flag))
+    ]
 
 
 def _dest(flag: str) -> str:

@@ -31,6 +31,15 @@ from naiad.protocol.model_config_pb2 import BatchInput, DataType, ModelConfig
 _KIND = BatchInput.Kind
 
 
+def shape_key(request: InferenceRequest, ragged: frozenset[str], batching: bool) -> tuple[Any, ...]:
+    """What must match for two requests to share a batch: input names and non-batch shapes (a ragged
+    input's shape never matters)."""
+    skip = 1 if batching else 0
+    return tuple(
+        sorted((name, () if name in ragged else tensor.shape[skip:]) for name, tensor in request.inputs.items())
+    )
+
+
 def flattened(requests: Sequence[InferenceRequest], name: str) -> npt.NDArray[Any]:
     """Every request's elements of the ragged input ``name``, one after the other."""
     return np.concatenate([request.inputs[name].numpy().reshape(-1) for request in requests])

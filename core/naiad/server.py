@@ -97,8 +97,8 @@ class ServerOptions:
     model_config_name: str = ""  # --model-config-name: each model's configs/<name>.pbtxt, where it has one
     reuse_http_port: bool = False  # --reuse-http-port: SO_REUSEPORT on the HTTP listener
     model_load_retry_count: int = 0  # --model-load-retry-count: loads of a failed version tried again
-    http_header_forward_pattern: str = ""  # headers that reach models as request parameters ("" none)
-    grpc_header_forward_pattern: str = ""
+    http_headers: HeaderForwarding | None = None  # --http-header-forward-pattern
+    grpc_headers: HeaderForwarding | None = None  # --grpc-header-forward-pattern
 
 
 class Server:
@@ -146,10 +146,8 @@ class Server:
             explicit_model_control=explicit,
             name=options.server_id,
         )
-        if options.http_header_forward_pattern:
-            self.dataplane.http_headers = HeaderForwarding(options.http_header_forward_pattern)
-        if options.grpc_header_forward_pattern:
-            self.dataplane.grpc_headers = HeaderForwarding(options.grpc_header_forward_pattern)
+        self.dataplane.http_headers = options.http_headers
+        self.dataplane.grpc_headers = options.grpc_headers
         # Metrics: a registry of this server's own (never prometheus_client's global one).
         metrics = options.metrics
         self.metrics_registry = CollectorRegistry(auto_describe=False)

@@ -69,13 +69,8 @@ class TensorInstance(ModelInstance):
         if not self.batching:
             return [[request] for request in requests]
         groups: dict[tuple[Any, ...], list[InferenceRequest]] = {}
-        ragged_inputs = self._ragged
         for request in requests:
-            key = tuple(
-                sorted(
-                    (name, () if name in ragged_inputs else tensor.shape[1:]) for name, tensor in request.inputs.items()
-                )
-            )
+            key = ragged.shape_key(request, self._ragged, True)
             groups.setdefault(key, []).append(request)
         return list(groups.values())
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc  # type: ignore[import-untyped,unused-ignore]
@@ -102,7 +102,7 @@ class InferenceServicer:
             request = infer.decode(self._dataplane, messages.parse_request(data), unary=True)
             del data
             request.decoded.parameters = with_headers(
-                self._dataplane.grpc_headers, request.decoded.parameters, context.invocation_metadata() or ()
+                self._dataplane.grpc_headers, request.decoded.parameters, _metadata(context)
             )
             encoded = await infer.model_infer(self._dataplane, request, self._limits.max_message_size, timing)
             trim_after_call(context, encoded.size)
@@ -239,7 +239,7 @@ class InferenceServicer:
             self._limits,
             on_message=trim_soon,
             end_on_error=end_on_error,
-            metadata=tuple(context.invocation_metadata() or ()),
+            metadata=tuple(_metadata(context)) if self._dataplane.grpc_headers is not None else (),
         )
         try:
             await session.run(context.read, context.write)
@@ -334,6 +334,11 @@ def _call_done(timing: FrontendTiming, start: int) -> Callable[[Any], None]:
         timing.done()
 
     return done
+
+
+def _metadata(context: Any) -> Iterator[tuple[str, str]]:
+    """The call's metadata, read only when something iterates it (a header forward pattern)."""
+    yield from context.invocation_metadata() or ()
 
 
 def _strict_errors(context: Any) -> bool:

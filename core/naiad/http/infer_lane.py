@@ -18,7 +18,7 @@ import asyncio
 import logging
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from naiad.dataplane import DataPlane, ServerState
@@ -237,8 +237,10 @@ class FastInfer:
             self._timer.cancel()
             self._timer = None
 
-    def _header_texts(self) -> list[tuple[str, str]]:
-        return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self._fields.items()]
+    def _header_texts(self) -> Iterator[tuple[str, str]]:
+        """The request's headers as text, read only when a forward pattern asks for them."""
+        for name, value in self._fields.items():
+            yield name.decode("latin-1"), value.decode("latin-1")
 
     def _fail(self, error: Exception, headers: list[tuple[bytes, bytes]] = JSON_HEADERS) -> None:
         """Answer the request's error (with ``headers``); a failure of naiad's own is logged and

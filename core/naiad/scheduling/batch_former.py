@@ -15,6 +15,7 @@ from typing import Any
 
 from naiad.errors import NaiadError, request_prefix, unavailable
 from naiad.inference import InferenceRequest
+from naiad.ragged import shape_key
 
 Clock = Callable[[], int]  # monotonic nanoseconds
 
@@ -159,13 +160,7 @@ class BatchFormer:
         now = self._clock()
         timeout_us = policy.timeout_us(request.timeout_us)
         deadline = now + timeout_us * _NS_PER_US if timeout_us else None
-        self._queues[index].append(Queued(request, now, deadline, self._shape_key(request)))
-
-    def _shape_key(self, request: InferenceRequest) -> tuple[Any, ...]:
-        ragged = self.rules.ragged_inputs
-        return tuple(
-            sorted((name, () if name in ragged else tensor.shape[1:]) for name, tensor in request.inputs.items())
-        )
+        self._queues[index].append(Queued(request, now, deadline, shape_key(request, self.rules.ragged_inputs, True)))
 
     def expire(self) -> list[InferenceRequest]:
         """Apply queue timeouts: REJECT ones are removed and returned, DELAY ones move back."""

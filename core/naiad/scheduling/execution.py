@@ -173,7 +173,7 @@ class InstanceRunner:
         """A non-decoupled request still open when ``execute`` returns would wait forever: fail it. A
         request marked ``rescheduled`` waits for its next execution where the caller runs one, and
         fails with Triton's error elsewhere."""
-        if any(request.rescheduled for request in requests) and not reschedules:
+        if not reschedules and any(request.rescheduled for request in requests):
             refused = [request for request in requests if request.rescheduled]
             for request in refused:
                 request.rescheduled = False
@@ -185,10 +185,9 @@ class InstanceRunner:
                     ErrorCode.INVALID_ARG,
                 ),
             )
-        waiting = [request for request in requests if not request.rescheduled]
-        if not self._decoupled and any(not request.sender.closed for request in waiting):
+        if not self._decoupled and any(not request.sender.closed and not request.rescheduled for request in requests):
             fail_open(
-                waiting,
+                [request for request in requests if not request.rescheduled],
                 NaiadError(
                     f"model '{self.info.model_name}' returned from execute without answering the request",
                     ErrorCode.INTERNAL,

@@ -27,7 +27,7 @@ from naiad.scheduling.base import Scheduler
 from naiad.scheduling.batch_former import Batch, BatchingRules, Clock
 from naiad.scheduling.execution import InstanceRunner, answer
 from naiad.scheduling.ordering import OrderedRelease
-from naiad.scheduling.sequence_controls import SequenceControls, controls_from_config
+from naiad.scheduling.sequence_controls import CorrelationId, SequenceControls, controls_from_config
 from naiad.scheduling.sequence_slots import DirectSlots, OldestSlots, SlotBatch
 from naiad.scheduling.sequence_state import ImplicitState, states_from_config
 from naiad.scheduling.sequence_table import Entry, SequenceTable, SlotKey, backlog_timeout_error
@@ -168,7 +168,12 @@ class SequenceScheduler(Scheduler):
             elif not request.flags & SEQUENCE_END:
                 slot = self._table.forget(request.correlation_id)
                 if slot is not None:
-                    self._batchers[slot.instance].enqueue(slot.slot, request.correlation_id, Entry(None, self._clock()))
+                    self._free_slot(request.correlation_id, slot)
+
+    def _free_slot(self, correlation_id: CorrelationId, slot: SlotKey) -> None:
+        """End the slot of a sequence the table forgot (idle, or an iterative one done) once what is
+        queued for it has run (lock held)."""
+        self._batchers[slot.instance].enqueue(slot.slot, correlation_id, Entry(None, self._clock()))
 
     def stop(self) -> None:
         with self._condition:
@@ -228,7 +233,7 @@ class SequenceScheduler(Scheduler):
                         self._runners[slot.instance].name,
                         slot.slot,
                     )
-                    self._batchers[slot.instance].enqueue(slot.slot, correlation_id, Entry(None, self._clock()))
+                    self._free_slot(correlation_id, slot)
                     self._condition.notify_all()
                 for request in self._table.expire_backlogs():
                     answer(request, backlog_timeout_error())

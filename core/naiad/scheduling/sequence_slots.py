@@ -13,9 +13,9 @@ import enum
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from naiad.inference import SEQUENCE_END, InferenceRequest
+from naiad.ragged import shape_key
 from naiad.scheduling.batch_former import Batch, BatchFormer, BatchingRules, Clock
 from naiad.scheduling.sequence_controls import CorrelationId
 from naiad.scheduling.sequence_table import Backlog, Entry, SequenceTable, SlotKey
@@ -50,14 +50,6 @@ class SlotBatch:
     @property
     def requests(self) -> list[InferenceRequest]:
         return [request for _, request in self.entries if request is not None]
-
-
-def shape_key(request: InferenceRequest, ragged: frozenset[str], batching: bool) -> tuple[Any, ...]:
-    """What must match for two requests to share a batch: input names and non-batch shapes."""
-    skip = 1 if batching else 0
-    return tuple(
-        sorted((name, () if name in ragged else tensor.shape[skip:]) for name, tensor in request.inputs.items())
-    )
 
 
 class _SlotQueues:
