@@ -556,3 +556,69 @@ def test_json_strings_are_counted_as_triton_counts_them(
         server, "echo_text/infer", {"inputs": [{"name": "S", "shape": shape, "datatype": "BYTES", "data": data}]}
     )
     assert (response.status_code, response.json()) == (status, {"error": error})
+
+
+def test_bytes_that_are_not_utf8_are_written_as_they_are(server: ServerProcess) -> None:
+    """Triton writes a BYTES output's bytes into JSON unchanged, valid UTF-8 or not (tritonclient then
+    asks for binary data); they are never replaced."""
+    body = b'{"inputs":[{"name":"S","shape":[2],"datatype":"BYTES","data":["\xff\\u0000z","\xe9"]}]}'
+    answer = httpx.post(f"http://{server.http_url}/v2/models/echo_text/infer", content=body, timeout=30)
+    assert answer.status_code == 200
+    assert answer.content.endswith(b'"data":["\xff\\u0000z","\xe9"]}]}')
+
+
+@pytest.mark.parametrize(("first", "second", "binary"), [(True, False, True), (False, True, False), (True, None, True)])
+def test_an_output_listed_twice_is_written_as_its_first_listing_asks(
+    server: ServerProcess, first: bool, second: bool | None, binary: bool
+) -> None:
+    listings = [{"name": "OUTPUT0", "parameters": {"binary_data": first}}, {"name": "OUTPUT0"}]
+    if second is not None:
+        listings[1]["parameters"] = {"binary_data": second}
+    answer = _post(server, "add_sub/infer", {"inputs": A4, "outputs": listings})
+    assert answer.status_code == 200
+    assert ("inference-header-content-length" in answer.headers) is binary
+    header = answer.content[: int(answer.headers.get("inference-header-content-length", len(answer.content)))]
+    (output,) = json.loads(header)["outputs"]
+    assert output.get("parameters") == ({"binary_data_size": 16} if binary else None)
+
+
+def test_binary_outputs_of_no_bytes_are_answered_as_plain_json(server: ServerProcess) -> None:
+    body = {
+        "inputs": [{"name": "S", "shape": [0], "datatype": "BYTES", "data": []}],
+        "outputs": [{"name": "S_OUT", "parameters": {"binary_data": True}}],
+    }
+    answer = _post(server, "echo_text/infer", body)
+    assert (answer.status_code, answer.headers["content-type"]) == (200, "application/json")
+    assert "inference-header-content-length" not in answer.headers
+    assert answer.json()["outputs"] == [
+        {"name": "S_OUT", "datatype": "BYTES", "shape": [0], "parameters": {"binary_data_size": 0}}
+    ]
+
+
+def test_a_nul_byte_ends_the_json_text_as_in_tritons_parser(server: ServerProcess) -> None:
+    url = f"http://{server.http_url}/v2/models/add_sub/infer"
+    header = json.dumps({"inputs": A4}).encode()
+    assert httpx.post(url, content=header + b"\x00anything", timeout=30).status_code == 200
+    # binary data without its Inference-Header-Content-Length: the whole body is the JSON text
+    binary = [{**A4[0], "parameters": {"binary_data_size": 16}}, A4[1]]
+    del binary[0]["data"]
+    data = np.arange(4, dtype=np.float32).tobytes()  # starts with a NUL byte
+    refused = httpx.post(url, content=json.dumps({"inputs": binary}).encode() + data, timeout=30)
+    assert (refused.status_code, refused.json()) == (
+        400,
+        {"error": "unexpected size for input 'INPUT0', expecting 16 additional bytes for model 'add_sub'"},
+    )
+
+
+def test_data_of_an_input_shaped_as_a_scalar_is_not_read(server: ServerProcess) -> None:
+    """Triton counts no elements in shape ``[]``, so it never reads ``data``: the shape is what is wrong."""
+    for data in (1.0, [1.0], [1.0, 2.0]):
+        body = {"inputs": [{"name": "S", "shape": [], "datatype": "BYTES", "data": data}]}
+        answer = _post(server, "echo_text/infer", body)
+        assert (answer.status_code, answer.json()) == (
+            400,
+            {
+                "error": "[request id: <id_unknown>] unexpected shape for input 'S' for model 'echo_text'. "
+                "Expected [-1], got []. "
+            },
+        )

@@ -1,9 +1,9 @@
 """naiad's ``triton_python_backend_utils``: what ``import triton_python_backend_utils as pb_utils`` gives.
 
 The same names, signatures and behaviour as Triton's module (python-model-api.md §4), with
-the implementation in :mod:`naiad_python.pbutils` (BLS: :mod:`naiad_python.bls`). Not
-implemented yet, and raising a ``TritonModelException`` that says so when used: request
-rescheduling.
+the implementation in :mod:`naiad_python.pbutils` (BLS: :mod:`naiad_python.bls`). Like Triton's, the
+module also holds the ``json``, ``struct`` and numpy (``np``) modules it imports, which some models
+reach through it (``pb_utils.np``).
 
 ``get_model_dir()`` (and the legacy ``ModelPath``), model control (``load_model``,
 ``unload_model``, ``is_model_ready``) and custom metrics (``MetricFamily``) act for the model
@@ -11,6 +11,11 @@ whose code calls them, even when several models share the process.
 """
 
 from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
 
 from naiad_python.pbutils.caller import calling_unit as _calling_unit
 from naiad_python.pbutils.errors import TritonError, TritonModelException
@@ -80,9 +85,12 @@ __all__ = [
     "get_output_config_by_name",
     "get_output_tensor_by_name",
     "is_model_ready",
+    "json",
     "load_model",
+    "np",
     "numpy_to_triton_type",
     "serialize_byte_tensor",
+    "struct",
     "triton_string_to_numpy",
     "triton_to_numpy_type",
     "unload_model",

@@ -19,7 +19,7 @@ from naiad import datatypes
 from naiad.errors import ByteSizeMismatch, ErrorCode, NaiadError, invalid_arg, request_prefix
 from naiad.http import nesting
 from naiad.http.json_body import dump_json
-from naiad.http.json_errors import not_json
+from naiad.http.json_errors import not_json, syntax_error
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.models import ModelSignature
 from naiad.shared_memory import (
@@ -152,6 +152,9 @@ def load_json(data: bytes | bytearray) -> Any:
         except UnicodeDecodeError:
             return nesting.loads(bytes(data).decode("utf-8", "surrogateescape"))
     except ValueError as error:
+        end = data.find(b"\0")
+        if end >= 0 and syntax_error(data) is None:  # rapidjson reads a NUL byte as the end of the text
+            return load_json(data[:end])
         raise parse_error(not_json(data, error)) from None
 
 
@@ -291,7 +294,7 @@ def _declare_input(
         count = element_count(name, shape, datatype or _NO_BYTE_SIZE)
         return Tensor(name, wire, _Declared(tuple(shape), count, datatype, True, size=size))
     count = element_count(name, shape, datatype or _NO_BYTE_SIZE)
-    if count == 0:  # Triton reads no data for an empty tensor
+    if count == 0 or not shape:  # Triton reads no data for an empty tensor, nor for shape [] (its count is 0)
         empty = np.empty(shape, dtype=datatype.numpy if datatype is not None else np.uint8)
         return Tensor(name, wire, _Declared(tuple(shape), 0, datatype, False, empty))
     data = fields["data"]
@@ -482,7 +485,9 @@ def encode_response(
 ) -> tuple[list[bytes | memoryview], int | None]:
     """The response body, as the JSON and each binary output in turn (never joined: a large output is not
     copied once more), and, when it carries binary outputs, the JSON header length."""
-    wanted = {output.name: output for output in request.outputs}
+    wanted: dict[str, RequestedOutput] = {}
+    for output in request.outputs:  # an output listed twice is written as its first listing asks, as in Triton
+        wanted.setdefault(output.name, output)
     document: dict[str, Any] = {}
     if request.id:
         document["id"] = request.id
@@ -514,7 +519,9 @@ def encode_response(
         outputs.append(entry)
     document["outputs"] = outputs
     header = dump_json(document)
-    return [header, *chunks], len(header) if chunks else None
+    if not any(map(len, chunks)):  # binary outputs of no bytes: a plain JSON answer, as Triton writes it
+        return [header], None
+    return [header, *chunks], len(header)
 
 
 NOT_JSON_DATATYPES = ("FP16", "BF16")  # outputs Triton never writes as JSON
@@ -528,6 +535,7 @@ def json_values(tensor: Tensor) -> list[Any]:
         )
     flat = tensor.numpy().reshape(-1)
     if tensor.datatype == "BYTES":
-        return [item.decode("utf-8", "replace") for item in datatypes.to_bytes_array(flat)]
+        # bytes that are not UTF-8 are written as they are (as Triton writes them), never replaced
+        return [item.decode("utf-8", "surrogateescape") for item in datatypes.to_bytes_array(flat)]
     values: list[Any] = flat.tolist()
     return values

@@ -40,9 +40,12 @@ EXPECTED_NAMES = {
     "get_output_config_by_name",
     "get_output_tensor_by_name",
     "is_model_ready",
+    "json",
     "load_model",
+    "np",
     "numpy_to_triton_type",
     "serialize_byte_tensor",
+    "struct",
     "triton_string_to_numpy",
     "triton_to_numpy_type",
     "unload_model",
@@ -54,6 +57,13 @@ def test_exported_names() -> None:
     assert set(pb_utils.__all__) == EXPECTED_NAMES
     for name in EXPECTED_NAMES:
         assert hasattr(pb_utils, name), name
+
+
+def test_the_modules_tritons_module_imports_are_reachable_through_it() -> None:
+    """Models written for Triton reach numpy as ``pb_utils.np`` (and json, struct) without importing them."""
+    assert pb_utils.np is np
+    assert pb_utils.json is json
+    assert pb_utils.struct.pack("<I", 1) == b"\x01\x00\x00\x00"
 
 
 def test_constants() -> None:
