@@ -11,10 +11,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
+import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import deserialize_bytes_tensor
 
 from naiad.cli import build_parser, options_from_args
 from naiad.http.serving import bind_socket
@@ -306,3 +310,23 @@ def test_every_flag_of_tritonserver_is_accepted() -> None:
     ).choices["serve"]
     accepted = {flag for action in serve._actions for flag in action.option_strings}
     assert [flag for flag in TRITONSERVER_2_51_FLAGS if flag not in accepted] == []
+
+
+def test_binary_metadata_and_http_only_keys_reach_a_model_over_grpc(server: ServerProcess) -> None:
+    """A ``-bin`` metadata value arrives as bytes: it reaches the model as text, as in Triton (it took
+    a python model's process down); ``binary_data_output`` is HTTP's, a custom key over gRPC."""
+    request = service_pb2.ModelInferRequest(model_name="echo_parameters")
+    request.inputs.add(name="X", datatype="INT32", shape=[1])
+    request.raw_input_contents.append(np.array([1], np.int32).tobytes())
+    request.parameters["binary_data_output"].bool_param = True
+    metadata = (("x-tenant-bin", b"acme"), ("tenant-raw-bin", b"\xffz"))
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, metadata=metadata, timeout=30)
+    (seen,) = deserialize_bytes_tensor(response.raw_output_contents[0])
+    assert json.loads(seen) == {"binary_data_output": True, "x-tenant-bin": "acme", "tenant-raw-bin": "\ufffdz"}
+    body = {
+        "inputs": [{"name": "X", "shape": [1], "datatype": "INT32", "data": [1]}],
+        "parameters": {"binary_data_output": False, "p": 1},
+    }
+    answer = httpx.post(f"http://{server.http_url}/v2/models/echo_parameters/infer", json=body, timeout=30)
+    assert json.loads(answer.json()["outputs"][0]["data"][0]) == {"p": 1}

@@ -43,10 +43,9 @@ SHUTTING_DOWN = "Server not ready: it is shutting down"
 # How many times a request follows a model that is reloaded again and again under it.
 _RETIRED_RETRIES = 4
 
-# Request parameters the server consumes; they never reach the model.
-SCHEDULING_PARAMETERS = frozenset(
-    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output"}
-)
+# Request parameters the server consumes; they never reach the model. (HTTP's ``binary_data_output``
+# is its frontend's: over gRPC, as in Triton, it is a custom parameter like any other.)
+SCHEDULING_PARAMETERS = frozenset({"sequence_id", "sequence_start", "sequence_end", "priority", "timeout"})
 
 
 class InferenceService:

@@ -106,7 +106,7 @@ def test_empty_final_response_flag_is_accepted_on_unary_infer(
     """perf_analyzer's C++ client sends it on every request."""
     request = _typed_add_sub_request()
     request.parameters["triton_enable_empty_final_response"].bool_param = True
-    request.parameters["binary_data_output"].bool_param = True  # HTTP-only: ignored
+    request.parameters["binary_data_output"].bool_param = True  # HTTP's key: a custom one here
     response = stub.ModelInfer(request, timeout=30)
     assert np.frombuffer(response.raw_output_contents[0], dtype=np.float32).tolist() == [2.0, 3.0, 4.0, 5.0]
     assert "triton_final_response" not in response.parameters

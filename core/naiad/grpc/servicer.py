@@ -337,8 +337,10 @@ def _call_done(timing: FrontendTiming, start: int) -> Callable[[Any], None]:
 
 
 def _metadata(context: Any) -> Iterator[tuple[str, str]]:
-    """The call's metadata, read only when something iterates it (a header forward pattern)."""
-    yield from context.invocation_metadata() or ()
+    """The call's metadata as text, read only when something iterates it (a header forward pattern);
+    a binary (``-bin``) value is read as UTF-8, any byte that is not replaced."""
+    for key, value in context.invocation_metadata() or ():
+        yield key, value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _strict_errors(context: Any) -> bool:

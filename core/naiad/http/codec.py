@@ -102,7 +102,7 @@ def decode_request(
     if not isinstance(request_id, str):
         raise parse_error("Unable to parse 'id': attempt to access JSON non-string as string")
     parameters = _parameters(document.get("parameters", {}))
-    binary_default = parameters.get("binary_data_output", False)
+    binary_default = parameters.pop("binary_data_output", False)  # the frontend's, never the model's
     if not isinstance(binary_default, bool):
         raise parse_error("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean")
     raw_inputs = document.get("inputs")
