@@ -3,7 +3,8 @@
 The probe streamed a chunked body for 30 s and the server buffered all of it (591 MiB). Now the
 bytes are counted as they arrive: past the limit the server answers 400 with Triton's text and closes
 the connection, with either HTTP server. uvicorn also enforces Triton's cap of 65,536 non-empty chunks
-per body (hypercorn offers no hook for it; its bodies are bounded by size all the same).
+per body (hypercorn offers no hook for it; its bodies are bounded by size all the same). A body within
+the limit that no endpoint reads is read all the same, so the connection serves on, as Triton's does.
 """
 
 from __future__ import annotations
@@ -89,3 +90,25 @@ def test_more_chunks_than_triton_allows_are_refused(server: ServerProcess) -> No
         "error": "Chunked request body exceeds maximum of 65536 non-empty chunks. Send fewer or larger HTTP chunks."
     }
     assert response.headers["connection"] == "close"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("POST", "/v2/models/add_sub//infer", 404), ("PUT", "/v2/models/add_sub/infer", 405), ("POST", "/v2", 405)],
+)
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_nobody_reads_is_read_and_the_connection_serves_on(
+    server: ServerProcess, method: str, path: str, status: int, chunked: bool
+) -> None:
+    """As Triton's: an unknown path or a wrong method is answered, and the next request on the
+    connection is served (the unread body used to close it)."""
+    body = json.dumps(ADD_SUB_JSON).encode()
+    framing = CHUNKED if chunked else {"Content-Length": str(len(body))}
+    with connect(server.http_port) as sock:
+        sock.sendall(head(method, path, framing) + (_chunk(body) + b"0\r\n\r\n" if chunked else body))
+        refused = read_response(sock)
+        assert (refused.status, refused.headers.get("connection")) == (status, None)
+        sock.sendall(head("POST", "/v2/models/add_sub/infer", {"Content-Length": str(len(body))}) + body)
+        served = read_response(sock)
+    assert served.status == 200
+    assert served.json()["outputs"][0]["data"] == [2.0, 3.0, 4.0, 5.0]

@@ -2,8 +2,8 @@
 
 POSTs to an infer path go straight to :func:`naiad.http.infer.serve_infer`; everything else to the
 starlette app, with its body read through :class:`~naiad.http.body.LimitedReceive`. A response
-closes its connection when the server is shutting down or when part of the request body was never
-read (so a refused upload is not read to its end).
+closes its connection when the server is shutting down or when part of the request body could not
+be read (over the limits, or stalled); a body an endpoint left unread is read to its end first.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 
 from naiad.dataplane import DataPlane, ServerState
 from naiad.http.asgi import CLOSE, JSON_HEADERS, ASGIApp, Message, Receive, Scope, Send, respond
-from naiad.http.body import BodyState, BodyWatch, LimitedReceive, too_large
+from naiad.http.body import BodyError, BodyState, BodyWatch, LimitedReceive, too_large
 from naiad.http.infer import INFER_PATH, error_body, serve_infer
 from naiad.http.infer_lane import InferLane
 from naiad.http.restricted import refusal
@@ -66,23 +66,39 @@ class HttpRouter:
             await respond(send, 400, [*JSON_HEADERS, CLOSE], error_body(too_large(state.declared, limit)))
             return
         started = False
+        limited = LimitedReceive(receive, state, limit, self._watch)
 
         async def guarded_send(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                if state.unread or self._dataplane.state is ServerState.EXITING:
+                # a body the endpoint left unread (an unknown path, a wrong method) is read to its end,
+                # within the limits, so the connection serves the next request, as Triton's does
+                if (state.unread and not await _drained(limited, state)) or (
+                    self._dataplane.state is ServerState.EXITING
+                ):
                     message = {**message, "headers": [*message.get("headers", []), CLOSE]}
             await send(message)
 
         try:
-            await self._fallback(scope, LimitedReceive(receive, state, limit, self._watch), guarded_send)
+            await self._fallback(scope, limited, guarded_send)
         except Exception as error:
             if started:  # starlette's error handler answered (and logged) it, then raised it again
                 return
             log_unexpected(logger, "unexpected error serving %s %s", scope["method"], scope["path"], error=error)
             body = error_body(f"internal server error: {type(error).__name__}: {error}")
             await respond(send, 500, [*JSON_HEADERS, CLOSE], body)
+
+
+async def _drained(receive: LimitedReceive, state: BodyState) -> bool:
+    """Whether the rest of the body could be read (not over the limits, no disconnect)."""
+    try:
+        while not state.complete:
+            if (await receive())["type"] == "http.disconnect":
+                return False
+    except BodyError:
+        return False
+    return True
 
 
 def _headers(scope: Scope) -> dict[str, str]:
