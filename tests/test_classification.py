@@ -213,13 +213,21 @@ def test_classification_values_below_one_are_refused_over_grpc(server: ServerPro
 
 
 def test_a_missing_label_file_fails_the_load(tmp_path_factory: pytest.TempPathFactory) -> None:
-    repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("labels") / "models")
-    repository.add_model("unlabeled", f'backend: "python"\n{SCORES}', {"1/model.py": ECHO})
+    """Before any instance starts, as in Triton: the model's ``initialize`` never runs."""
+    root = tmp_path_factory.mktemp("labels")
+    marker = root / "initialized"
+    started = ECHO.replace(
+        "class TritonPythonModel:",
+        f"class TritonPythonModel:\n    def initialize(self, args):\n        open({str(marker)!r}, 'w').close()\n",
+    )
+    repository = ModelRepositoryBuilder(root / "models")
+    repository.add_model("unlabeled", f'backend: "python"\n{SCORES}', {"1/model.py": started})
     running = start_server([repository.root])
     try:
         (entry,) = httpclient.InferenceServerClient(running.http_url).get_model_repository_index()
     finally:
         running.stop()
+    assert not marker.exists()
     assert entry["state"] == "UNAVAILABLE"
     assert entry["reason"] == (
         "Invalid argument: model 'unlabeled': cannot read label_filename 'labels.txt' of output 'OUT_F': No such "

@@ -143,6 +143,7 @@ class VersionLoader:
         backend_model.configured(config)
         config_json = model_config.config_to_json(config)
         signature = ModelSignature.from_config(config)
+        labels = read_labels(config, context.path)  # a missing file fails the load before any instance starts
         statistics = self._statistics(config, signature)
         self._create_instances(backend, config, config_json, signature, statistics)
         scheduler_context = SchedulerContext(
@@ -162,7 +163,6 @@ class VersionLoader:
         cache = self._model_cache(config, statistics)
         if cache is not None:
             stages.append(cache)
-        labels = read_labels(config, context.path)
         reshapes = {o.name: (tuple(o.reshape.shape), tuple(o.dims)) for o in config.output if o.HasField("reshape")}
         pipeline = build_pipeline(
             stages, batching=config.max_batch_size > 0, labels=labels, reshapes=reshapes, model_name=config.name

@@ -75,6 +75,20 @@ def test_detect_from_config(tmp_path: Path, text: str, expected: tuple[str, str,
     assert _detect(_model(tmp_path, "m", {"1/model.py": ""}), text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ('platform: "python"', "'python' is a backend: set backend: \"python\" in config.pbtxt"),
+        ('platform: "foo_bar"', "set 'backend' in config.pbtxt, or a platform: ensemble, libtorch, onnxruntime_onnx"),
+    ],
+)
+def test_a_platform_no_backend_serves_is_named_as_triton_names_it(tmp_path: Path, text: str, hint: str) -> None:
+    platform = text.split('"')[1]
+    with pytest.raises(NaiadError) as raised:
+        _detect(_model(tmp_path, "m", {"1/model.py": ""}), text)
+    assert raised.value.message.startswith(f"unexpected platform type '{platform}' for m; {hint}")
+
+
 def test_custom_backend_from_directory_name(tmp_path: Path) -> None:
     assert _detect(_model(tmp_path, "my.identity", {"1/": ""})) == ("", "identity", "model.identity")
 

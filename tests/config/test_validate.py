@@ -47,6 +47,8 @@ def _error(text: str, gpu_count: int = 0) -> str:
         ' { name: "S" control [ { kind: CONTROL_SEQUENCE_START bool_false_true: [ false, true ] } ] },'
         ' { name: "R" control [ { kind: CONTROL_SEQUENCE_READY fp32_false_true: [ 0, 1 ] } ] },'
         ' { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING } ] } ] }',
+        # A state without dims is a scalar state, as Triton 2.51 takes it.
+        SEQ + 'sequence_batching { state [ { input_name: "IS" output_name: "OS" data_type: TYPE_FP32 } ] }',
         # Triton 2.51 accepts several controls in one control input.
         SEQ + 'sequence_batching { control_input [ { name: "S" control ['
         " { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] },"
@@ -180,6 +182,17 @@ def test_kind_gpu_with_gpus() -> None:
         (
             SEQ + "sequence_batching { direct { minimum_slot_utilization: 1.5 } }",
             "sequence_batching.direct.minimum_slot_utilization 1.5 must be in [0, 1]",
+        ),
+        (
+            SEQ + 'sequence_batching { state [ { input_name: "IS" output_name: "OS" data_type: TYPE_FP32'
+            " dims: [ 0 ] } ] }",
+            "sequence_batching.state[0]: dims [0]: give each dimension as >= 1 or -1",
+        ),
+        (
+            'backend: "python" input [ { name: "I" data_type: TYPE_FP32 dims: [ 1 ] },'
+            ' { name: "I" data_type: TYPE_INT32 dims: [ 2 ] } ]'
+            ' output [ { name: "O" data_type: TYPE_FP32 dims: [ 1 ] } ]',
+            "input[1] 'I': input[0] has the same name; rename one",
         ),
         (
             SEQ + "sequence_batching { } response_cache { enable: true }",

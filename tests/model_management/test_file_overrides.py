@@ -152,6 +152,7 @@ def test_an_empty_config_is_a_bad_override_not_none(server: ServerProcess, proto
         ('"parameters": {"config": {{"max_batch_size": "16"}}}', "model config is not valid JSON"),
         ('{"bogus_field": 1}', "no field named 'bogus_field'"),
         ('{"instance_group": [{"kind": "KIND_NOPE"}]}', "Invalid enum value KIND_NOPE"),
+        ('{"platform": "python"}', "unexpected platform type 'python' for plain; 'python' is a backend"),
     ],
 )
 def test_a_config_that_does_not_parse_gets_tritons_answer(

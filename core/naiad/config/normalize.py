@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from naiad.backend_info import DEFAULT_BACKENDS, BackendInfo, BackendTable
+from naiad.backend_sources import PROJECT_PLUGINS
 from naiad.errors import invalid_arg
 from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
 
@@ -36,6 +37,8 @@ def detect_backend(config: ModelConfig, model_dir: Path, backends: BackendTable 
     for info in backends:
         if _claim(config, info, folder):
             return
+    if config.platform and not config.backend and config.platform != ENSEMBLE_PLATFORM:
+        raise invalid_arg(_unknown_platform(config, backends))
     if config.backend or config.platform or config.default_model_filename:
         return
     _, dot, suffix = model_dir.name.partition(".")
@@ -46,6 +49,16 @@ def detect_backend(config: ModelConfig, model_dir: Path, backends: BackendTable 
         )
     config.backend = suffix
     config.default_model_filename = f"model.{suffix}"
+
+
+def _unknown_platform(config: ModelConfig, backends: BackendTable) -> str:
+    """Triton's words for a platform no backend serves, and what to set instead."""
+    known = sorted({platform for info in backends for platform in info.platforms if platform} | {ENSEMBLE_PLATFORM})
+    if config.platform in {info.name for info in backends} or config.platform in PROJECT_PLUGINS:
+        hint = f"'{config.platform}' is a backend: set backend: \"{config.platform}\" in config.pbtxt"
+    else:
+        hint = f"set 'backend' in config.pbtxt, or a platform: {', '.join(known)}"
+    return f"unexpected platform type '{config.platform}' for {config.name}; {hint}"
 
 
 def _first_version_folder(model_dir: Path) -> Path | None:

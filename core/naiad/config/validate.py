@@ -108,6 +108,8 @@ class _Checker:
             self.tensor("input", index, model_input)
         for index, model_output in enumerate(config.output):
             self.tensor("output", index, model_output)
+        self.unique_names("input", [t.name for t in config.input])
+        self.unique_names("output", [t.name for t in config.output])
         self.batch_io()
         choice = config.WhichOneof("scheduling_choice")
         if choice == "dynamic_batching":
@@ -200,6 +202,14 @@ class _Checker:
             self.fail(f"{where}: is_non_linear_format_io is {self._unsupported('non-linear I/O formats')}")
         elif tensor.is_non_linear_format_io and len(tensor.dims) != 3:
             self.fail(f"{where}: is_non_linear_format_io requires exactly 3 dims, got {_fmt(tensor.dims)}")
+
+    def unique_names(self, kind: str, names: Sequence[str]) -> None:
+        """A name given twice: no request could name both (Triton loads such a model, then refuses every request)."""
+        first: dict[str, int] = {}
+        for index, name in enumerate(names):
+            if name and name in first:
+                self.fail(f"{kind}[{index}] '{name}': {kind}[{first[name]}] has the same name; rename one")
+            first.setdefault(name, index)
 
     def reshape(self, where: str, dims: Sequence[int], reshape: ModelTensorReshape) -> None:
         shape = list(reshape.shape)
@@ -303,7 +313,7 @@ class _Checker:
                 self.fail(f"{state_where}: both 'input_name' and 'output_name' are required")
             if state.data_type == DataType.TYPE_INVALID:
                 self.fail(f"{state_where}: 'data_type' is not set")
-            if not state.dims or any(d < 1 and d != -1 for d in state.dims):
+            if any(d < 1 and d != -1 for d in state.dims):  # no dims at all is a scalar state, as in Triton
                 self.fail(f"{state_where}: dims {_fmt(state.dims)}: give each dimension as >= 1 or -1")
         if self.config.response_cache.enable:
             self.fail("response_cache.enable is not supported with sequence_batching; disable the cache")
