@@ -14,9 +14,10 @@ from __future__ import annotations
 import inspect
 from types import FrameType
 
-# What model code may raise without taking anything else down (Triton catches every Python
-# exception its stub sees, ``sys.exit()`` included).
-USER_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)
+# What model code may raise without taking anything else down: as Triton's stub, every Python
+# exception, ``sys.exit()``, ``KeyboardInterrupt`` and other ``BaseException`` subclasses included (they
+# took a worker process down, or left a thread-isolated instance hanging).
+USER_ERRORS: tuple[type[BaseException], ...] = (BaseException,)
 
 _NAIAD_PACKAGES = frozenset({"naiad", "naiad_python", "triton_python_backend_utils"})
 

@@ -256,6 +256,10 @@ ERRORS = PythonModelSpec(
         return pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)])
 
 
+    class Stop(BaseException):
+        pass
+
+
     class TritonPythonModel:
         def execute(self, requests):
             mode = json.loads(requests[0].parameters()).get("mode", "ok")
@@ -274,6 +278,10 @@ ERRORS = PythonModelSpec(
                 return [pb_utils.InferenceResponse(error=pb_utils.TritonError("plain")) for r in requests]
             if mode == "exit":
                 raise SystemExit(3)
+            if mode == "interrupt":
+                raise KeyboardInterrupt
+            if mode == "base":
+                raise Stop("no more")
             return [_ok(r) for r in requests]
     """,
     config=_FP32_IN_OUT,

@@ -119,7 +119,7 @@ def test_exception_in_execute_fails_every_request(load_model: LoadModel) -> None
         error = collected.only().error
         assert error is not None
         assert error.code is ErrorCode.INTERNAL
-        assert error.message == f"{FAILED.format('errors_0')}ValueError: boom\n\nAt:\n  {model_file}(15): execute\n"
+        assert error.message == f"{FAILED.format('errors_0')}ValueError: boom\n\nAt:\n  {model_file}(19): execute\n"
     # the instance keeps serving
     np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).outputs()["OUTPUT0"], FOUR)
 
@@ -129,8 +129,26 @@ def test_system_exit_in_execute_only_fails_the_batch(load_model: LoadModel) -> N
     error = model.infer({"INPUT0": FOUR}, parameters={"mode": "exit"}).only().error
     assert error is not None
     assert error.message.endswith(
-        f"message: SystemExit: 3\n\nAt:\n  {model.model_dir / '1' / 'model.py'}(28): execute\n"
+        f"message: SystemExit: 3\n\nAt:\n  {model.model_dir / '1' / 'model.py'}(32): execute\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("mode", "described", "line"),
+    [("interrupt", "KeyboardInterrupt: <EMPTY MESSAGE>", 34), ("base", "Stop: no more", 36)],
+)
+def test_a_base_exception_in_execute_only_fails_the_batch(
+    load_model: LoadModel, mode: str, described: str, line: int
+) -> None:
+    """As Triton's stub: any ``BaseException`` model code raises is the batch's error (it took a worker
+    process down, or left a thread-isolated instance hanging), and the instance keeps serving."""
+    model = load_model("errors", ERRORS)
+    error = model.infer({"INPUT0": FOUR}, parameters={"mode": mode}).only().error
+    assert error is not None
+    assert error.message.endswith(
+        f"message: {described}\n\nAt:\n  {model.model_dir / '1' / 'model.py'}({line}): execute\n"
+    )
+    np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).outputs()["OUTPUT0"], FOUR)
 
 
 @pytest.mark.parametrize(

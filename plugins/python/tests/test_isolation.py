@@ -391,9 +391,10 @@ def test_a_dying_worker_fails_its_request_and_comes_back(server: ServerProcess, 
     for tensor in other:
         tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
     np.testing.assert_array_equal(client.infer("add_sub_thread", other).as_numpy("OUTPUT0"), np.full((1, 4), 2.0))
-    _wait_ready(client, "faulty")
+    # The next request waits for the new worker rather than failing while it starts.
     after = int(_faulty(client, 0).as_numpy("PID")[0])
     assert after != before
+    _wait_ready(client, "faulty")
     assert "python model 'faulty' instance 'faulty_0' restarted its process" in server.logs()
     assert _restarts(server) == restarts + 1
     client.close()

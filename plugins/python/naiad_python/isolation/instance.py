@@ -56,6 +56,7 @@ HANG_GRACE_S = 5.0
 RESTARTS_FAMILY = "naiad_python_worker_restarts"
 _BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _STABLE_S = 30.0  # a worker that lived this long resets the backoff
+_RESTART_WAIT_S = 5.0  # a batch waits for a restart due within this long, and this long for its load
 
 
 class _Worker:
@@ -131,17 +132,20 @@ class IsolatedInstance(ModelInstance):
         self._decoupled = context.config.model_transaction_policy.decoupled
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
+        self._serving = threading.Event()  # set while a worker serves (or the instance closes)
         self._pending: dict[int, InferenceRequest] = {}
         self._batches: dict[int, _Batch] = {}
         self._ready: dict[int, Future[bool]] = {}
         self._keys = itertools.count(1)
         self._closing = False
         self._failures = 0
+        self._restart_due = 0.0  # when the restart under way starts its next worker (monotonic)
         self.restarts = 0
         self._calls = ServerCalls(context.model_name, context.name, context.server)
         self._restart_series = _restart_series(context)
         try:
             self._worker = self._start()
+            self._serving.set()
         except BaseException:
             self._calls.close()
             raise
@@ -282,6 +286,7 @@ class IsolatedInstance(ModelInstance):
             if self._worker is not worker:
                 return
             self._worker = None
+            self._serving.clear()
             pending, self._pending = self._pending, {}
             batches, self._batches = self._batches, {}
             closing = self._closing
@@ -323,6 +328,7 @@ class IsolatedInstance(ModelInstance):
         attempt = 0
         while True:
             delay = _BACKOFF_S[min(self._failures + attempt, len(_BACKOFF_S) - 1)]
+            self._restart_due = time.monotonic() + delay
             time.sleep(delay)
             with self._lock:
                 if self._closing:
@@ -338,11 +344,18 @@ class IsolatedInstance(ModelInstance):
                     worker.kill()
                     return
                 self._worker = worker
+                self._serving.set()
                 self.restarts += 1
             if self._restart_series is not None:
                 self._restart_series[1].increment()
             _log.warning("python model '%s' instance '%s' restarted its process", self.model_name, self.name)
             return
+
+    def _restart_wait_s(self) -> float:
+        """How long a batch waits for the restart under way: until it is due and then for the load, when
+        it is due soon (a worker that keeps dying restarts ever later: its batches fail at once)."""
+        due = self._restart_due - time.monotonic()
+        return 0.0 if due > _RESTART_WAIT_S else max(due, 0.0) + _RESTART_WAIT_S
 
     # -- the instance interface ---------------------------------------------------------------
 
@@ -350,6 +363,10 @@ class IsolatedInstance(ModelInstance):
         """Run one batch in the worker; returns when the model's ``execute`` returned there."""
         with self._lock:
             worker = self._worker
+        if worker is None and (wait := self._restart_wait_s()):  # the batch runs in the new worker
+            await asyncio.get_running_loop().run_in_executor(None, self._serving.wait, wait)
+            with self._lock:
+                worker = None if self._closing else self._worker
         if worker is None:
             error = NaiadError(
                 f"python model '{self.model_name}' instance '{self.name}' is restarting after its process died; "
@@ -506,6 +523,7 @@ class IsolatedInstance(ModelInstance):
         with self._lock:
             self._closing = True
             worker = self._worker
+        self._serving.set()  # a batch waiting for a restart stops waiting
         if worker is None:
             self._calls.close()
             self._forget_restart_count()
