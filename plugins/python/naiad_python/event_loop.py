@@ -43,8 +43,9 @@ class EventLoopThread:
         loop.run_forever()
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Schedule ``coroutine`` on the loop; returns a thread-safe future."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._ensure())
+        """Schedule ``coroutine`` on the loop; returns a thread-safe future (read a failure's exception
+        with :func:`raised`)."""
+        return asyncio.run_coroutine_threadsafe(_contained(coroutine), self._ensure())
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coroutine`` on the loop and wait for its result (``TimeoutError`` after ``timeout``)."""
@@ -54,6 +55,8 @@ class EventLoopThread:
         except TimeoutError:
             future.cancel()
             raise
+        except _Escaped as escaped:
+            raise escaped.error from None
 
     def stop(self, timeout: float = 5.0) -> None:
         """Cancel what is still running, stop the loop and close it."""
@@ -68,6 +71,28 @@ class EventLoopThread:
         thread.join(timeout)
         if not thread.is_alive():
             loop.close()
+
+
+class _Escaped(Exception):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` a coroutine raised, carried out of the loop (asyncio lets
+    them stop the loop, which would leave every waiting caller waiting for good)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+async def _contained(coroutine: Coroutine[Any, Any, T]) -> T:
+    try:
+        return await coroutine
+    except (KeyboardInterrupt, SystemExit) as error:
+        raise _Escaped(error) from None
+
+
+def raised(future: concurrent.futures.Future[Any]) -> BaseException | None:
+    """What the coroutine of a :meth:`EventLoopThread.submit` future raised, if anything."""
+    error = future.exception()
+    return error.error if isinstance(error, _Escaped) else error
 
 
 async def _cancel_all() -> None:

@@ -22,7 +22,7 @@ from naiad.backend import ErrorCode, InstanceContext, ModelInstance, NaiadError,
 from naiad.backend import InferenceRequest as CoreRequest
 from naiad_python import convert, loader, origin
 from naiad_python.backend_model import PythonModel
-from naiad_python.event_loop import EventLoopThread
+from naiad_python.event_loop import EventLoopThread, raised
 from naiad_python.pbutils.errors import TritonError, TritonModelException
 from naiad_python.pbutils.request import InferenceRequest
 from naiad_python.pbutils.response import InferenceResponse
@@ -186,7 +186,7 @@ class PythonModelInstance(ModelInstance):
         if future.cancelled():
             error = ContractError(f"model '{self.model_name}' was unloaded before its async execute finished")
         else:
-            exception = future.exception()
+            exception = raised(future)
             if exception is None:
                 if future.result() is None:
                     return

@@ -504,6 +504,8 @@ ASYNC_EXECUTE = PythonModelSpec(
             await asyncio.sleep(0.01)
             if json.loads(requests[0].parameters()).get("mode") == "raise":
                 raise KeyError("async boom")
+            if json.loads(requests[0].parameters()).get("mode") == "interrupt":
+                raise KeyboardInterrupt("stop")
             responses = []
             for request in requests:
                 data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()

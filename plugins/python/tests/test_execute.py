@@ -203,6 +203,11 @@ def test_async_execute(load_model: LoadModel) -> None:
     # the coroutine's frame only: a finished coroutine's frame has no f_back (as in Triton)
     model_file = model.model_dir / "1" / "model.py"
     assert error.message == f"{FAILED.format('async_0')}KeyError: 'async boom'\n\nAt:\n  {model_file}(11): execute\n"
+    # asyncio lets KeyboardInterrupt stop the loop; it fails the batch all the same, and the model serves on
+    error = model.infer({"INPUT0": FOUR}, parameters={"mode": "interrupt"}).only().error
+    assert error is not None
+    assert error.message == f"{FAILED.format('async_0')}KeyboardInterrupt: stop\n\nAt:\n  {model_file}(13): execute\n"
+    np.testing.assert_array_equal(model.infer({"INPUT0": FOUR}).outputs()["OUTPUT0"], FOUR + 1)
 
 
 @pytest.mark.parametrize(
