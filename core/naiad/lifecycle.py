@@ -332,6 +332,10 @@ class ModelLifecycle:
                 for status in fresh.values():
                     self._unload_version(status)
                 _drop_override(record)
+                # the versions that failed are listed with their reason, as in Triton
+                failures = {v: status for v, status in fresh.items() if v not in old and status.failure is not None}
+                if failures:
+                    self.store(dataclasses.replace(previous, versions=dict(sorted({**old, **failures}.items()))))
                 return
             if failed:
                 self._unload_loaded(record.name, fresh)

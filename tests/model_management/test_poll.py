@@ -111,6 +111,38 @@ def test_a_failed_reload_keeps_the_serving_version(
     wait_until(lambda: client.get_model_config("steady")["max_batch_size"] == 2, what="the fixed config to load")
 
 
+PYTHON_IDENTITY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", r.inputs()[0].as_numpy())]) for r in requests
+        ]
+"""
+
+
+def test_a_new_version_that_fails_is_listed_with_its_reason_while_the_old_one_serves(
+    model_repository: ModelRepositoryBuilder, polled: ServerProcess
+) -> None:
+    client = httpclient.InferenceServerClient(polled.http_url)
+    config = identity_config().replace('backend: "identity"', 'backend: "python"')
+    model_repository.add_model("upgraded", config, {"1/model.py": PYTHON_IDENTITY})
+    wait_until(lambda: client.is_model_ready("upgraded"), what="version 1 to load")
+    model_repository.add_model("upgraded", None, {"2/model.py": "raise RuntimeError('no weights for version 2')"})
+    wait_until(lambda: ("upgraded", "2") in index(client), what="the failed version to be listed")
+    (failed,) = [e for e in client.get_model_repository_index() if e["name"] == "upgraded" and e["version"] == "2"]
+    assert failed["state"] == "UNAVAILABLE"
+    assert "RuntimeError: no weights for version 2" in failed["reason"]
+    assert index(client)[("upgraded", "1")] == "READY"
+    assert infer(client, "upgraded", [4.0]).tolist() == [4.0]
+    assert not client.is_server_ready()  # as in Triton: a version the repository holds does not serve
+    shutil.rmtree(model_repository.root / "upgraded" / "2")
+    wait_until(lambda: ("upgraded", "2") not in index(client), what="the removed version to leave the index")
+    assert client.is_server_ready()
+
+
 def test_a_removed_step_takes_its_ensemble_along_until_it_is_back(
     model_repository: ModelRepositoryBuilder, polled: ServerProcess, tmp_path: Path
 ) -> None:
