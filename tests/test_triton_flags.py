@@ -176,8 +176,13 @@ def test_headers_matching_the_forward_patterns_reach_the_model_as_parameters(ser
     http = httpclient.InferenceServerClient(server.http_url)
     tensor = httpclient.InferInput("X", [1], "INT32")
     tensor.set_data_from_numpy(np.array([1], np.int32))
-    seen = http.infer("echo_parameters", [tensor], headers=headers, parameters={"p": 1}).as_numpy("P")[0]
-    assert json.loads(seen) == {"p": 1, "x-tenant": "acme", "x-trace-id": "t1"}  # ^x-t
+    seen = http.infer("echo_parameters", [tensor], headers=dict(headers), parameters={"p": 1}).as_numpy("P")[0]
+    assert json.loads(seen) == {"p": 1, "X-Tenant": "acme", "x-trace-id": "t1"}  # ^x-t, named as sent
+    body = json.dumps({"inputs": [{"name": "X", "shape": [1], "datatype": "INT32", "data": [1]}]}).encode()
+    chunked = httpx.post(  # a chunked body is served by the ASGI path, which names them as sent too
+        f"http://{server.http_url}/v2/models/echo_parameters/infer", content=iter([body]), headers=headers, timeout=30
+    )
+    assert json.loads(chunked.json()["outputs"][0]["data"][0]) == {"X-Tenant": "acme", "x-trace-id": "t1"}
     grpc = grpcclient.InferenceServerClient(server.grpc_url)
     over_grpc = grpcclient.InferInput("X", [1], "INT32")
     over_grpc.set_data_from_numpy(np.array([1], np.int32))

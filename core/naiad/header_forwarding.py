@@ -2,7 +2,7 @@
 
 An inference request's HTTP headers (gRPC metadata) whose name matches the pattern, anywhere in it
 and ignoring case, as Triton matches them, reach the model as string request parameters named after
-the header (HTTP names arrive lower-cased: the ASGI servers under naiad give them so).
+the header as the client sent it (lower-cased under hypercorn, whose ASGI scope is all naiad sees).
 """
 
 from __future__ import annotations

@@ -106,6 +106,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._header_bytes = 0  # bytes received in later reads while the headers were still incomplete
         self._header_size = 0  # bytes of the URL, names and values parsed so far
         self._header_count = 0
+        self.header_names: list[bytes] = []  # the request's header names as sent (uvicorn lower-cases them)
         self._chunks = 0
         self._refusal: tuple[int, str] | None = None
         self._header_timer: asyncio.TimerHandle | None = None
@@ -186,6 +187,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._in_headers = True
         self._began = self.loop.time()
         self._header_bytes = self._header_size = self._header_count = self._chunks = 0
+        self.header_names = []
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
@@ -196,6 +198,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._header_count > self.limits.max_headers:
             self._stop(431, too_many_headers(self.limits.max_headers))
         self._count_header_bytes(len(name) + len(value) + 4)
+        self.header_names.append(name)
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
@@ -218,7 +221,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope:  # a request, not a protocol upgrade
             extensions: dict[str, Any] = {
                 **self.scope.get("extensions", {}),
-                EXTENSION: DirectChannel(self.lost_callbacks, cycle),
+                EXTENSION: DirectChannel(self.lost_callbacks, cycle, self.header_names),
             }
             self.scope["extensions"] = extensions  # ASGI lets servers add their own
 

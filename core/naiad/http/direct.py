@@ -11,7 +11,7 @@ extension (hypercorn) endpoints use ASGI as before; so does a response the chann
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
@@ -26,11 +26,18 @@ class DirectChannel:
     weakly, and to the connection only through its set of loss callbacks, so no reference cycle forms.
     """
 
-    __slots__ = ("_cycle", "_lost_callbacks")
+    __slots__ = ("_cycle", "_lost_callbacks", "header_names")
 
-    def __init__(self, lost_callbacks: set[Callable[[], None]], cycle: Any) -> None:
+    def __init__(self, lost_callbacks: set[Callable[[], None]], cycle: Any, header_names: Sequence[bytes]) -> None:
         self._lost_callbacks = lost_callbacks  # the connection's; it runs them when it is lost
         self._cycle = weakref.ref(cycle)  # uvicorn's RequestResponseCycle for this request
+        self.header_names = header_names  # as the client sent them, in the order of the scope's headers
+
+    def sent_headers(self, headers: Sequence[tuple[bytes, bytes]]) -> Iterator[tuple[str, str]]:
+        """The scope's ``headers`` as text, each name in the case the client sent it (Triton forwards
+        headers so)."""
+        for name, (_, value) in zip(self.header_names, headers, strict=False):
+            yield name.decode("latin-1"), value.decode("latin-1")
 
     def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: list[bytes | memoryview]) -> bool:
         """Write the whole response at once; False (nothing written) when it must go through ASGI:

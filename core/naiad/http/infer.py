@@ -11,7 +11,7 @@ import gzip
 import logging
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from naiad.dataplane import DataPlane, ServerState
 from naiad.errors import ErrorCode, NaiadError
@@ -61,8 +61,9 @@ async def serve_infer(
     channel = channel_of(scope)
     try:
         try:
+            sent = channel.sent_headers(scope["headers"]) if channel is not None else headers.items()
             status, response_headers, body = await infer(
-                dataplane, limits, watch, headers, state, receive, channel, model, version, timing
+                dataplane, limits, watch, headers, sent, state, receive, channel, model, version, timing
             )
         except BodyError as error:
             status, response_headers, body = error.status, JSON_HEADERS, [error_body(error.message)]
@@ -97,6 +98,7 @@ async def infer(
     limits: HttpLimits,
     watch: BodyWatch,
     headers: dict[str, str],
+    sent: Iterable[tuple[str, str]],
     state: BodyState,
     receive: Receive,
     channel: DirectChannel | None,
@@ -104,7 +106,8 @@ async def infer(
     version: str,
     timing: FrontendTiming | None = None,
 ) -> tuple[int, list[tuple[bytes, bytes]], list[bytes | memoryview]]:
-    """Run one infer request; returns status, headers and the body's parts."""
+    """Run one infer request; returns status, headers and the body's parts. ``headers`` are read by
+    lower-case name; ``sent`` are the headers as a forward pattern sees them (names as sent, if known)."""
     body = await read_body(receive, state, limits.max_input_size, watch, _refusal(headers))
     try:  # the model first, then the body's encoding: both text/plain, as Triton answers them
         model = dataplane.service.resolve(name, version, refuse_decoupled=DECOUPLED_ON_HTTP)
@@ -129,7 +132,7 @@ async def infer(
         decoded.inputs,
         outputs=decoded.outputs,
         request_id=decoded.id,
-        parameters=with_headers(dataplane.http_headers, decoded.parameters, headers.items()),
+        parameters=with_headers(dataplane.http_headers, decoded.parameters, sent),
         frontend=timing,
     )
     event = await until_disconnected(receive, inference, channel)

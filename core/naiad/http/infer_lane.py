@@ -72,12 +72,12 @@ class InferLane:
                 if not value.isdigit() or length >= 0:
                     return None
                 length = int(value)
-            else:
-                fields[name] = value
+            fields[name] = value
         if not 0 <= length <= self._largest:
             return None
         model, version = match["model"].decode("ascii"), (match["version"] or b"").decode("ascii")
-        fast = FastInfer(self, protocol, model, version, length, fields)
+        sent = list(zip(protocol.header_names, headers, strict=False)) if self.dataplane.http_headers else None
+        fast = FastInfer(self, protocol, model, version, length, fields, sent)
         fast.keep_alive = protocol.parser.should_keep_alive()
         return fast
 
@@ -100,6 +100,7 @@ class FastInfer:
         "_model",
         "_protocol",
         "_request",
+        "_sent",
         "_serving",
         "_timer",
         "_timing",
@@ -118,12 +119,14 @@ class FastInfer:
         version: str,
         length: int,
         fields: dict[bytes, bytes],
+        sent: list[tuple[bytes, tuple[bytes, bytes]]] | None,
     ) -> None:
         self._lane = lane
         self._protocol = weakref.ref(protocol)
         self._model = model
         self._version = version
-        self._fields = fields
+        self._fields = fields  # by lower-case name
+        self._sent = sent  # every header, its name as sent: kept only when a forward pattern needs them
         self._body = bytearray(length)
         self._filled = 0
         self._request: InferenceRequest | None = None
@@ -238,8 +241,9 @@ class FastInfer:
             self._timer = None
 
     def _header_texts(self) -> Iterator[tuple[str, str]]:
-        """The request's headers as text, read only when a forward pattern asks for them."""
-        for name, value in self._fields.items():
+        """The request's headers as text, names as the client sent them, read only when a forward pattern
+        asks for them."""
+        for name, (_, value) in self._sent or ():
             yield name.decode("latin-1"), value.decode("latin-1")
 
     def _fail(self, error: Exception, headers: list[tuple[bytes, bytes]] = JSON_HEADERS) -> None:
