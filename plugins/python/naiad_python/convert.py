@@ -108,7 +108,7 @@ def request_parameters(parameters: Mapping[str, Any]) -> str:
     ``request.parameters()`` returns."""
     if not parameters:  # most requests: no encoder run for nothing
         return "{}"
-    return json.dumps(dict(parameters), separators=(",", ":"))  # compact, as Triton's
+    return json.dumps(dict(parameters), separators=(",", ":"), ensure_ascii=False)  # compact, text as is: Triton's
 
 
 def received_request(

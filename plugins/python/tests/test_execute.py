@@ -87,7 +87,7 @@ def test_request_metadata(load_model: LoadModel) -> None:
         correlation_id=42,
         flags=1,
         timeout_us=5000,
-        parameters={"k": "v", "n": 3},
+        parameters={"k": "v\u00e9\u007f", "n": 3},
     )
     response = collected.only()
     assert [tensor.name for tensor in response.outputs] == ["INFO"]
@@ -98,8 +98,8 @@ def test_request_metadata(load_model: LoadModel) -> None:
         "correlation_id": 42,
         "flags": 1,
         "timeout": 5000,
-        "parameters": {"k": "v", "n": 3},
-        "parameters_text": '{"k":"v","n":3}',  # compact JSON, as Triton's
+        "parameters": {"k": "v\u00e9\u007f", "n": 3},
+        "parameters_text": '{"k":"v\u00e9\u007f","n":3}',  # compact JSON, text unescaped, as Triton's
         "requested": ["INFO"],
         "requested_type": "set",  # as Triton's python backend gives it
         "inputs": ["INPUT0"],
