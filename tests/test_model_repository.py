@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from google.protobuf.json_format import MessageToJson
 from tritonclient.utils import InferenceServerException
 
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
@@ -109,6 +111,28 @@ def test_load_errors_match_triton(
         "failed to load 'nowhere', failed to poll from model repository",
     )
     client.unload_model("nowhere")  # unloading an unknown model succeeds, as in Triton
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_model_in_two_repositories_is_listed_unavailable_and_refused_as_in_triton(
+    repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path, protocol: str
+) -> None:
+    other = ModelRepositoryBuilder(tmp_path / "other")
+    other.add_python_model("doubler", DOUBLER, CONFIG)
+    server = naiad_server(repository.root, other.root, args=("--model-control-mode=explicit",))
+    module: Any = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(server.http_url if protocol == "http" else server.grpc_url)
+    with pytest.raises(InferenceServerException) as caught:
+        client.load_model("doubler")
+    assert caught.value.message() == "failed to load 'doubler', failed to poll from model repository"
+    index = client.get_model_repository_index()
+    entries = index if protocol == "http" else json.loads(MessageToJson(index))["models"]
+    (entry,) = [e for e in entries if e["name"] == "doubler"]
+    assert "version" not in entry
+    assert entry["state"] == "UNAVAILABLE"
+    places = f"{repository.root / 'doubler'}, {other.root / 'doubler'}"
+    assert entry["reason"] == f"model appears in two or more repositories ({places}); keep one"
+    assert {e["name"]: e.get("state") for e in entries}["spare"] is None  # never loaded: name only
 
 
 def test_a_policy_that_selects_no_version_fails_the_load_in_tritons_words(

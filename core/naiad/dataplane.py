@@ -178,8 +178,9 @@ class DataPlane:
             if ready_only and entry.state is not ModelState.READY:
                 continue
             item: dict[str, Any] = {"name": entry.name}
-            if entry.version is not None and entry.state is not None:
+            if entry.version is not None:
                 item["version"] = str(entry.version)
+            if entry.state is not None and (entry.version is not None or entry.clash):
                 item["state"] = entry.state.value
                 if entry.reason:
                     item["reason"] = entry.reason

@@ -72,6 +72,7 @@ class IndexEntry:
     version: int | None
     state: ModelState | None
     reason: str
+    clash: bool = False  # the name is in several repositories: Triton lists it UNAVAILABLE without a version
 
 
 @dataclass(slots=True)
@@ -197,11 +198,8 @@ class ModelLifecycle:
 
     def _plan(self, source: ModelSource, override: ModelConfig | None = None) -> _Plan:
         record = ModelRecord(source.name, source)
-        if source.duplicates:
-            places = ", ".join(str(path) for path in (source.path, *source.duplicates))
-            record.error = f"model '{source.name}' appears in several model repositories ({places}); keep one"
-            logger.error("%s", record.error, extra={"model": source.name})
-            return _Plan(record)
+        if source.duplicates:  # Triton cannot poll it: a load request is answered so
+            return _refused(record, NaiadError(_clash(source)), unreadable=True)
         try:
             if override is None:
                 config = model_config.read_model_config(
@@ -636,10 +634,15 @@ class ModelLifecycle:
         model loaded from ``file:`` overrides alone, or whose folder was removed, is left out.
         """
         records = {record.name: record for record in self.records()}
-        names = set(discover_models(self._repositories)) if in_repositories else set(records)
+        sources = discover_models(self._repositories) if in_repositories else {}
+        names = set(sources) if in_repositories else set(records)
         entries: list[IndexEntry] = []
         for name in sorted(names):
             record = records.get(name)
+            source = sources.get(name)
+            if source is not None and source.duplicates:  # listed as Triton lists it, loaded or not
+                entries.append(IndexEntry(name, None, ModelState.UNAVAILABLE, _clash(source), clash=True))
+                continue
             if record is None:
                 entries.append(IndexEntry(name, None, None, ""))
                 continue
@@ -702,6 +705,12 @@ def _refused(record: ModelRecord, error: NaiadError, *, unreadable: bool) -> _Pl
     record.error = error.message
     logger.error("model '%s' cannot be loaded: %s", record.name, error.message, extra={"model": record.name})
     return _Plan(record, unreadable=unreadable)
+
+
+def _clash(source: ModelSource) -> str:
+    """Why a model whose name is in several repositories is not loaded (Triton's words, and where)."""
+    places = ", ".join(str(path) for path in (source.path, *source.duplicates))
+    return f"model appears in two or more repositories ({places}); keep one"
 
 
 def poll_failure(name: str) -> str:
