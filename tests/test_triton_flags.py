@@ -22,7 +22,7 @@ from tritonclient.utils import deserialize_bytes_tensor
 
 from naiad.cli import build_parser, options_from_args
 from naiad.http.serving import bind_socket
-from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, python_identity, start_server
 
 TRITON_COMMAND_LINE = (
     "--id=edge-7",
@@ -42,14 +42,7 @@ TRITON_COMMAND_LINE = (
 )
 
 
-IDENTITY = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", r.inputs()[0].as_numpy())]) for r in requests]
-"""
+IDENTITY = python_identity("Y")
 
 CONFIG = """
 backend: "python"

@@ -13,7 +13,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, python_identity, start_server
 
 from .helpers import (
     POLL_FLAG,
@@ -111,24 +111,12 @@ def test_a_failed_reload_keeps_the_serving_version(
     wait_until(lambda: client.get_model_config("steady")["max_batch_size"] == 2, what="the fixed config to load")
 
 
-PYTHON_IDENTITY = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", r.inputs()[0].as_numpy())]) for r in requests
-        ]
-"""
-
-
 def test_a_new_version_that_fails_is_listed_with_its_reason_while_the_old_one_serves(
     model_repository: ModelRepositoryBuilder, polled: ServerProcess
 ) -> None:
     client = httpclient.InferenceServerClient(polled.http_url)
     config = identity_config().replace('backend: "identity"', 'backend: "python"')
-    model_repository.add_model("upgraded", config, {"1/model.py": PYTHON_IDENTITY})
+    model_repository.add_model("upgraded", config, {"1/model.py": python_identity("OUTPUT0")})
     wait_until(lambda: client.is_model_ready("upgraded"), what="version 1 to load")
     model_repository.add_model("upgraded", None, {"2/model.py": "raise RuntimeError('no weights for version 2')"})
     wait_until(lambda: ("upgraded", "2") in index(client), what="the failed version to be listed")

@@ -12,19 +12,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, python_identity, start_server
 
 TLS = Path(__file__).resolve().parent / "tls"
 CERT_FLAGS = (f"--grpc-server-cert={TLS / 'server.pem'}", f"--grpc-server-key={TLS / 'server.key.pem'}")
 
-IDENTITY = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", r.inputs()[0].as_numpy())]) for r in requests]
-"""
+IDENTITY = python_identity("Y")
 CONFIG = """
 backend: "python"
 input [ { name: "X" data_type: TYPE_INT32 dims: [ 2 ] } ]

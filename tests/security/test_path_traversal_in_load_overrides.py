@@ -17,16 +17,9 @@ import httpx
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
+from naiad.testing import ModelRepositoryBuilder, ServerProcess, python_identity, start_server
 
-ECHO = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", r.inputs()[0].as_numpy())]) for r in requests]
-"""
+ECHO = python_identity("OUT")
 
 PBTXT = """
 backend: "python"

@@ -34,10 +34,8 @@ class DirectChannel:
         self.header_names = header_names  # as the client sent them, in the order of the scope's headers
 
     def sent_headers(self, headers: Sequence[tuple[bytes, bytes]]) -> Iterator[tuple[str, str]]:
-        """The scope's ``headers`` as text, each name in the case the client sent it (Triton forwards
-        headers so)."""
-        for name, (_, value) in zip(self.header_names, headers, strict=False):
-            yield name.decode("latin-1"), value.decode("latin-1")
+        """The scope's ``headers`` as :func:`sent_headers` gives them."""
+        return sent_headers(self.header_names, headers)
 
     def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: list[bytes | memoryview]) -> bool:
         """Write the whole response at once; False (nothing written) when it must go through ASGI:
@@ -87,6 +85,13 @@ def response_bytes(
     parts.append(b"\r\n")
     parts += body
     return b"".join(parts), says_close or not keep_alive
+
+
+def sent_headers(names: Sequence[bytes], headers: Sequence[tuple[bytes, bytes]]) -> Iterator[tuple[str, str]]:
+    """A request's ``headers`` (lower-case names, as uvicorn gives them) as text, each name in the case
+    the client sent it (``names``, in the same order), as Triton forwards headers."""
+    for name, (_, value) in zip(names, headers, strict=False):
+        yield name.decode("latin-1"), value.decode("latin-1")
 
 
 def channel_of(scope: Any) -> DirectChannel | None:

@@ -26,7 +26,7 @@ from naiad.errors import NaiadError
 from naiad.header_forwarding import with_headers
 from naiad.http import codec
 from naiad.http.asgi import CLOSE, JSON_HEADERS, TEXT_HEADERS
-from naiad.http.direct import response_bytes
+from naiad.http.direct import response_bytes, sent_headers
 from naiad.http.infer import DECOUPLED_ON_HTTP, encoded_answer, error_body, header_length
 from naiad.http.status import http_status
 from naiad.inference import InferenceRequest, ResponseEvent
@@ -72,11 +72,12 @@ class InferLane:
                 if not value.isdigit() or length >= 0:
                     return None
                 length = int(value)
-            fields[name] = value
+            else:
+                fields[name] = value
         if not 0 <= length <= self._largest:
             return None
         model, version = match["model"].decode("ascii"), (match["version"] or b"").decode("ascii")
-        sent = list(zip(protocol.header_names, headers, strict=False)) if self.dataplane.http_headers else None
+        sent = (protocol.header_names, headers) if self.dataplane.http_headers else None
         fast = FastInfer(self, protocol, model, version, length, fields, sent)
         fast.keep_alive = protocol.parser.should_keep_alive()
         return fast
@@ -119,14 +120,14 @@ class FastInfer:
         version: str,
         length: int,
         fields: dict[bytes, bytes],
-        sent: list[tuple[bytes, tuple[bytes, bytes]]] | None,
+        sent: tuple[Sequence[bytes], Sequence[tuple[bytes, bytes]]] | None,
     ) -> None:
         self._lane = lane
         self._protocol = weakref.ref(protocol)
         self._model = model
         self._version = version
         self._fields = fields  # by lower-case name
-        self._sent = sent  # every header, its name as sent: kept only when a forward pattern needs them
+        self._sent = sent  # names as sent, and the headers: kept only when a forward pattern needs them
         self._body = bytearray(length)
         self._filled = 0
         self._request: InferenceRequest | None = None
@@ -243,8 +244,7 @@ class FastInfer:
     def _header_texts(self) -> Iterator[tuple[str, str]]:
         """The request's headers as text, names as the client sent them, read only when a forward pattern
         asks for them."""
-        for name, (_, value) in self._sent or ():
-            yield name.decode("latin-1"), value.decode("latin-1")
+        return sent_headers(*self._sent) if self._sent is not None else iter(())
 
     def _fail(self, error: Exception, headers: list[tuple[bytes, bytes]] = JSON_HEADERS) -> None:
         """Answer the request's error (with ``headers``); a failure of naiad's own is logged and

@@ -11,7 +11,7 @@ automatically when naiad is installed).
 from naiad.testing.inprocess import LoadedModel, ResponseCollector, load_model, tensors
 from naiad.testing.ports import free_ports
 from naiad.testing.process import ServerProcess, start_server
-from naiad.testing.repository import ModelRepositoryBuilder
+from naiad.testing.repository import ModelRepositoryBuilder, python_identity
 from naiad.testing.shared_memory import infer_through_shared_memory
 from naiad.testing.threaded import ThreadedServer, serve_in_thread
 
@@ -24,6 +24,7 @@ __all__ = [
     "free_ports",
     "infer_through_shared_memory",
     "load_model",
+    "python_identity",
     "serve_in_thread",
     "start_server",
     "tensors",

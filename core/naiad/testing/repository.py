@@ -7,6 +7,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 
+def python_identity(output: str) -> str:
+    """The ``model.py`` of a python-backend model that answers each request's first input as ``output``."""
+    return f"""
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor({output!r}, r.inputs()[0].as_numpy())]) for r in requests]
+"""
+
+
 class ModelRepositoryBuilder:
     """Writes models into a repository folder: ``config.pbtxt`` plus files per version."""
 
