@@ -91,6 +91,7 @@ TESTING = [
     "free_ports",
     "infer_through_shared_memory",
     "load_model",
+    "python_identity",
     "serve_in_thread",
     "start_server",
     "tensors",
