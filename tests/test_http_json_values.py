@@ -129,6 +129,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repository.add_python_model("echo_half", *_echo_one("H", "FP16", "1"))
     repository.add_python_model("echo_text", *_echo_one("S", "STRING", "-1"))
     repository.add_python_model("echo_word", *_echo_one("W", "STRING", "1"))
+    repository.add_python_model("echo_floats", *_echo_one("F", "FP32", "-1"))
+    repository.add_python_model("echo_grid", *_echo_one("G", "FP32", "-1, -1"))
     for name, sends in SENDS.items():
         body = "\n".join(" " * 12 + send for send in sends)
         repository.add_python_model(name, SENDER.replace("{sends}", body), DECOUPLED)
@@ -359,6 +361,74 @@ def test_an_empty_infer_body_is_raw_data(server: ServerProcess) -> None:
     response = httpx.post(f"http://{server.http_url}/v2/models/add_sub/infer", content=b"", timeout=30)
     assert response.status_code == 400
     assert response.json()["error"].startswith("[request id: <id_unknown>] Raw request must only have 1 input")
+
+
+def _raw(server: ServerProcess, model: str, body: bytes) -> httpx.Response:
+    """An infer request whose whole body is the data of the model's one input (no JSON header)."""
+    url = f"http://{server.http_url}/v2/models/{model}/infer"
+    return httpx.post(url, content=body, headers={"Inference-Header-Content-Length": "0"}, timeout=30)
+
+
+def test_a_raw_body_is_the_one_element_of_a_bytes_input_as_in_triton(server: ServerProcess) -> None:
+    served = _raw(server, "echo_word", b"427")  # no length prefix: the body is the element
+    assert served.status_code == 200
+    length = int(served.headers["Inference-Header-Content-Length"])
+    assert json.loads(served.content[:length])["outputs"][0]["shape"] == [1]
+    assert served.content[length:] == b"\x03\x00\x00\x00427"
+    refused = _raw(server, "echo_text", b"427")
+    assert (refused.status_code, refused.json()) == (
+        400,
+        {"error": "[request id: <id_unknown>] For BYTE datatype raw input 'S', the model must have input shape [1]"},
+    )
+
+
+def test_a_raw_body_sizes_the_one_variable_dimension_as_in_triton(server: ServerProcess) -> None:
+    served = _raw(server, "echo_floats", np.array([1.5, 2.5], np.float32).tobytes())
+    length = int(served.headers["Inference-Header-Content-Length"])
+    assert json.loads(served.content[:length])["outputs"][0]["shape"] == [2]
+    uneven = _raw(server, "echo_floats", bytes(7))
+    assert (uneven.status_code, uneven.json()) == (  # Triton names the input as the raw request did
+        400,
+        {
+            "error": "[request id: <id_unknown>] input byte size mismatch for input 'raw_input' for model "
+            "'echo_floats'. Expected 4, got 7"
+        },
+    )
+    two_variable = _raw(server, "echo_grid", bytes(8))
+    assert (two_variable.status_code, two_variable.json()) == (
+        400,
+        {
+            "error": "[request id: <id_unknown>] The shape of the raw input 'G' can not be deduced because there "
+            "are more than one variable-sized dimension"
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "answer"),
+    [
+        (b'{"W": "a", "W": "b"}', 400, {"error": "[request id: <id_unknown>] input 'W' already exists in request"}),
+        (
+            b'{"parameters": {"W": "b"}, "W": "a"}',  # read in the body's order
+            400,
+            {"error": "[request id: <id_unknown>] input 'W' already exists in request"},
+        ),
+        (
+            b'{"W": "a", "parameters": {"x": {"y": 1}}}',
+            400,
+            {
+                "error": "Converting keyword: 'parameters': parameter 'x' has invalid type. It should be either "
+                "'int', 'bool', or 'string'."
+            },
+        ),
+        (b'{"W": "a", "p": 1, "p": 2}', 200, {"W_OUT": "a", "model_name": "echo_word", "model_version": "1"}),
+    ],
+)
+def test_generate_reads_keys_written_twice_as_triton_does(
+    server: ServerProcess, body: bytes, status: int, answer: dict[str, Any]
+) -> None:
+    response = httpx.post(f"http://{server.http_url}/v2/models/echo_word/generate", content=body, timeout=30)
+    assert (response.status_code, response.json()) == (status, answer)
 
 
 A4 = [

@@ -12,13 +12,25 @@ from collections.abc import Iterable
 
 from naiad.inference import ParameterValue
 
+_LEADING_FLAGS = re.compile(r"\(\?([A-Za-z]*-?[A-Za-z]*)\)")
+
+
+def _scoped(pattern: str) -> str:
+    """``pattern`` with its leading flag groups made scoped ones: Triton's RE2 lets ``(?-i)X`` set the
+    flags for the rest of the pattern (Triton's own ``(?i)`` goes first); Python's ``re`` takes that
+    as ``(?-i:X)``."""
+    match = _LEADING_FLAGS.match(pattern)
+    if match is None or not match.group(1).strip("-"):
+        return pattern
+    return f"(?{match.group(1)}:{_scoped(pattern[match.end() :])})"
+
 
 class HeaderForwarding:
     """The headers one frontend forwards to models as request parameters."""
 
     def __init__(self, pattern: str) -> None:
         try:
-            self._regex = re.compile(pattern, re.IGNORECASE)
+            self._regex = re.compile(_scoped(pattern), re.IGNORECASE)
         except re.error as error:
             raise ValueError(f"header forward pattern '{pattern}' is not a regular expression: {error}") from None
 

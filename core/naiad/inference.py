@@ -209,7 +209,10 @@ class InferenceRequest:
     time before is counted as compute input, the time after as compute output. A backend of a model
     with ``sequence_batching { iterative_sequence: true }`` sets ``rescheduled`` during ``execute`` to
     have the request run again in its sequence, without its START flag, once this execution ends
-    (Triton's request rescheduling); its response then comes from a later execution.
+    (Triton's request rescheduling); its response then comes from a later execution. A backend of a
+    model that is not decoupled sets ``answered_later`` during ``execute`` for a request it answers
+    after ``execute`` returns (from a thread of its own, as Triton's python backend lets a model
+    do); any other request still open then is failed, as it would wait forever.
     """
 
     model_name: str
@@ -229,6 +232,7 @@ class InferenceRequest:
     compute_end_ns: int = 0
     lineage: tuple[str, ...] = ()
     rescheduled: bool = False
+    answered_later: bool = False
 
     @property
     def cancellation(self) -> CancellationToken:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -267,6 +268,7 @@ class ModelLifecycle:
                 extra={"model": plan.record.name, "version": version},
             )
             self._notify(VersionStatus(plan.record.name, version))
+            began = time.monotonic()
             status = self._load_version(plan, version)
             for retry in range(1, self.options.load_retries + 1):
                 if status.ready:
@@ -280,6 +282,14 @@ class ModelLifecycle:
                     extra={"model": plan.record.name, "version": version},
                 )
                 status = self._load_version(plan, version)
+            if status.ready:
+                logger.info(
+                    "model '%s' version %d is loaded (%.1f s)",
+                    plan.record.name,
+                    version,
+                    time.monotonic() - began,
+                    extra={"model": plan.record.name, "version": version},
+                )
             loaded[version] = status
             self._notify(status)
         return loaded
@@ -524,6 +534,12 @@ class ModelLifecycle:
                 status.state = ModelState.UNAVAILABLE
                 status.reason = "unloaded"
                 self._notify(status)
+            logger.info(
+                "model '%s' version %d is unloaded",
+                status.name,
+                status.version,
+                extra={"model": status.name, "version": status.version},
+            )
 
         releaser = threading.Thread(target=release, name=f"naiad-unload-{status.name}", daemon=True)
         releaser.start()

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from naiad.cancellation import CancellationToken
+from naiad.config.parsing import config_from_json
 from naiad.errors import ErrorCode, NaiadError, unavailable
 from naiad.inference import (
     InferenceRequest,
@@ -22,6 +23,7 @@ from naiad.inference import (
     ResponseSink,
     Scheduling,
 )
+from naiad.lifecycle import load_request_refused
 from naiad.metrics.custom import CustomMetrics
 from naiad.models import ServingModel
 from naiad.protocol.model_config_pb2 import ModelConfig
@@ -208,15 +210,26 @@ class ServerHandle:
         """Why the last load of ``name`` failed (its versions' reasons, as Triton lists them), or None."""
         return self._service.lifecycle.load_failure(name)
 
-    def load_model(self, name: str, config: ModelConfig | None = None) -> None:
-        """Load or reload a model (``--model-control-mode=explicit`` only); blocks, so call from a thread."""
+    def load_model(
+        self, name: str, config: ModelConfig | str | None = None, files: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Load or reload a model (``--model-control-mode=explicit`` only), with ``config`` (a config, or
+        Triton's JSON of one) instead of its own and ``files`` (``file:<path>`` keys) as a load request
+        carries them; a JSON config that is not one is refused as the repository API refuses it. Blocks,
+        so call from a thread."""
         self._require_explicit_control()
-        self._service.lifecycle.load_model(name, config)
+        if isinstance(config, str):
+            try:
+                config = config_from_json(config)
+            except NaiadError as error:
+                raise load_request_refused(name, error.message) from None
+        self._service.lifecycle.load_model(name, config, files or None)
 
-    def unload_model(self, name: str) -> None:
-        """Unload every version of a model (``--model-control-mode=explicit`` only); blocks until done."""
+    def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Unload every version of a model (``--model-control-mode=explicit`` only), with
+        ``unload_dependents`` the models it needs that nothing else needs too; blocks until done."""
         self._require_explicit_control()
-        self._service.lifecycle.unload_model(name)
+        self._service.lifecycle.unload_model(name, unload_dependents=unload_dependents)
 
     def _require_explicit_control(self) -> None:
         if not self._explicit_model_control:

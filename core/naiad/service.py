@@ -100,9 +100,9 @@ class InferenceService:
         """
         if not self.accepting and parent is None:
             raise unavailable(SHUTTING_DOWN)
-        lineage = _lineage(parent, model if isinstance(model, str) else model.name)
         if isinstance(model, str):
             model = self.resolve(model, version, refuse_decoupled=refuse_decoupled)
+        lineage = _lineage(parent, model)
         for _ in range(_RETIRED_RETRIES):
             try:
                 return self._submit_to(
@@ -198,17 +198,21 @@ class InferenceService:
         return request
 
 
-def _lineage(parent: InferenceRequest | None, target: str) -> tuple[str, ...]:
-    """The lineage of a request for ``target`` made on behalf of ``parent``; refuses a cycle."""
+def _lineage(parent: InferenceRequest | None, target: ServingModel) -> tuple[str, ...]:
+    """The lineage of a request for ``target`` made on behalf of ``parent``. A cycle back to a model
+    whose every instance waits in it is refused: nothing could serve it. One that leaves an instance
+    free runs (a model with two instances calling itself, as Triton's own BLS tests do)."""
     if parent is None:
         return ()
     lineage = (*parent.lineage, parent.model_name)
-    if target in lineage:
-        chain = " -> ".join(f"'{name}'" for name in (*lineage[lineage.index(target) :], target))
+    name = target.name
+    waiting = lineage.count(name)
+    if waiting and waiting >= len(target.instances):
+        chain = " -> ".join(f"'{step}'" for step in (*lineage[lineage.index(name) :], name))
         raise invalid_arg(
-            f"request cycle: model {chain}; model '{target}' is waiting for this request's result and "
-            "cannot also serve it. A model must not send requests, directly or through other models, "
-            "to a model that is waiting for it"
+            f"request cycle: model {chain}; every instance of model '{name}' ({len(target.instances)}) is "
+            "waiting for this request's result, so none can serve it. A model must not send requests, "
+            "directly or through other models, to a model whose every instance is waiting for it"
         )
     return lineage
 

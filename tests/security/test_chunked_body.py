@@ -112,3 +112,27 @@ def test_a_body_nobody_reads_is_read_and_the_connection_serves_on(
         served = read_response(sock)
     assert served.status == 200
     assert served.json()["outputs"][0]["data"] == [2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_chunked_body_with_a_content_length_too_is_read_chunked(server: ServerProcess) -> None:
+    """As Triton reads it (and RFC 9112 6.3 allows): the chunks say where the body ends, the length
+    is ignored. `requests` sends both when a caller sets Content-Length on a generated body."""
+    body = json.dumps(ADD_SUB_JSON).encode()
+    for framing in ({**CHUNKED, "Content-Length": "5"}, {"Content-Length": str(len(body)), **CHUNKED}):
+        with connect(server.http_port) as sock:
+            sock.sendall(head("POST", "/v2/models/add_sub/infer", framing) + _chunk(body) + b"0\r\n\r\n")
+            response = read_response(sock)
+        assert response.status == 200
+        assert response.json()["outputs"][0]["data"] == [2.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize("server", ["uvicorn"], indirect=True)  # hypercorn (h11) answers 501 with no body
+def test_a_transfer_encoding_that_does_not_end_chunked_is_refused(server: ServerProcess) -> None:
+    """Not read until the connection closes (which the leniency above would do): refused, with why."""
+    body = json.dumps(ADD_SUB_JSON).encode()
+    framing = {"Transfer-Encoding": "identity", "Content-Length": str(len(body))}
+    with connect(server.http_port) as sock:
+        sock.sendall(head("POST", "/v2/models/add_sub/infer", framing) + body)
+        response = read_response(sock)
+    assert response.status == 400
+    assert "Transfer-Encoding does not end with 'chunked'" in response.json()["error"]

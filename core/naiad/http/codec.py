@@ -8,6 +8,7 @@ binary outputs after the JSON in output order.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,19 +143,19 @@ def decode_request(
     return DecodedRequest(request_id, inputs, outputs, parameters, binary_default)
 
 
-def load_json(data: bytes | bytearray) -> Any:
+def load_json(data: bytes | bytearray, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """A request body's JSON document; a body that is not JSON is Triton's 500. Bytes that are not
     UTF-8 pass through strings as Triton's parser lets them (kept as surrogate escapes, which
-    BYTES data turns back into the same bytes)."""
+    BYTES data turns back into the same bytes). ``object_pairs_hook``: as for ``json.loads``."""
     try:
         try:
-            return nesting.loads(data)
+            return nesting.loads(data, object_pairs_hook)
         except UnicodeDecodeError:
-            return nesting.loads(bytes(data).decode("utf-8", "surrogateescape"))
+            return nesting.loads(bytes(data).decode("utf-8", "surrogateescape"), object_pairs_hook)
     except ValueError as error:
         end = data.find(b"\0")
         if end >= 0 and syntax_error(data) is None:  # rapidjson reads a NUL byte as the end of the text
-            return load_json(data[:end])
+            return load_json(data[:end], object_pairs_hook)
         raise parse_error(not_json(data, error)) from None
 
 
@@ -445,32 +446,38 @@ def flatten(data: Any) -> list[Any]:
 
 
 def _decode_raw(body: bytes | bytearray, model_name: str, signature: ModelSignature) -> DecodedRequest:
+    """The one input of a body without a JSON header, its shape deduced from the config as Triton does:
+    one variable dimension at most, sized by the body; BYTES only for an input of one element, the
+    whole body being that element."""
     if len(signature.inputs) != 1:
         raise invalid_arg(
             f"{request_prefix('')}Raw request must only have 1 input (found 1) to be deduced but got "
             f"{len(signature.inputs)} inputs in '{model_name}' model configuration"
         )
     spec = next(iter(signature.inputs.values()))
-    dims = list(spec.dims)
+    shape = [1] if signature.max_batch_size > 0 else []
+    variable: int | None = None
+    for dim in spec.dims:
+        if dim == -1:
+            if variable is not None:
+                raise invalid_arg(
+                    f"{request_prefix('')}The shape of the raw input '{spec.name}' can not be deduced because "
+                    "there are more than one variable-sized dimension"
+                )
+            variable = len(shape)
+        shape.append(dim)
+    known = math.prod(dim for dim in spec.dims if dim != -1)
+    data = body if isinstance(body, bytearray) else bytearray(body)
     if spec.datatype.wire == "BYTES":
-        shape = [1]
-    else:
-        variable = [index for index, dim in enumerate(dims) if dim == -1]
-        if len(variable) > 1 or len(body) % spec.datatype.byte_size:
+        if variable is not None or known != 1:
             raise invalid_arg(
-                f"{request_prefix('')}Raw request for model '{model_name}': cannot deduce the shape of "
-                f"input '{spec.name}' from {len(body)} bytes"
+                f"{request_prefix('')}For BYTE datatype raw input '{spec.name}', the model must have input shape [1]"
             )
-        if variable:
-            known = math.prod(dim for dim in dims if dim != -1)
-            dims[variable[0]] = len(body) // spec.datatype.byte_size // max(known, 1)
-        shape = dims
-    if signature.max_batch_size > 0:
-        shape = [1, *shape]
-    data = from_bytes(
-        body if isinstance(body, bytearray) else bytearray(body), spec.datatype, shape, spec.name, model_name, ""
-    )
-    return DecodedRequest("", [Tensor(spec.name, spec.datatype.wire, data)], [], {}, True)
+        data[:0] = struct.pack("<I", len(body))  # the body is the element: its length goes first
+    elif variable is not None:
+        shape[variable] = len(body) // known // spec.datatype.byte_size if known else 0
+    array = from_bytes(data, spec.datatype, shape, "raw_input", model_name, "")  # errors name it so, as Triton
+    return DecodedRequest("", [Tensor(spec.name, spec.datatype.wire, array)], [], {}, True)
 
 
 # -- responses --------------------------------------------------------------------------------

@@ -98,6 +98,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # A body sent with both Content-Length and Transfer-Encoding: chunked is read chunked, the
+        # length ignored (RFC 9112 6.3), as Triton reads it; httptools refuses such requests otherwise.
+        self.parser.set_dangerous_leniencies(lenient_chunked_length=True)
         self.timeout_keep_alive = self.limits.idle_timeout_s  # type: ignore[assignment]  # any number of seconds
         self._turned_away = False  # refused at the connection cap
         self._lingering = False  # closing at shutdown: read and drop what arrives
@@ -107,6 +110,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._header_size = 0  # bytes of the URL, names and values parsed so far
         self._header_count = 0
         self.header_names: list[bytes] = []  # the request's header names as sent (uvicorn lower-cases them)
+        self._codings: list[bytes] = []  # the request's Transfer-Encoding values
         self._chunks = 0
         self._refusal: tuple[int, str] | None = None
         self._header_timer: asyncio.TimerHandle | None = None
@@ -188,6 +192,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._began = self.loop.time()
         self._header_bytes = self._header_size = self._header_count = self._chunks = 0
         self.header_names = []
+        self._codings = []
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
@@ -199,12 +204,21 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._stop(431, too_many_headers(self.limits.max_headers))
         self._count_header_bytes(len(name) + len(value) + 4)
         self.header_names.append(name)
+        if len(name) == 17 and name.lower() == b"transfer-encoding":
+            self._codings.append(value)
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._in_headers = False
         self._cancel_header_timer()
         self._unset_keepalive_if_required()  # set when the previous response ended during these headers
+        if self._codings and b",".join(self._codings).rsplit(b",", 1)[-1].strip().lower() != b"chunked":
+            # The parser's leniency (see __init__) would read such a body until the connection closes.
+            self._stop(
+                400,
+                "the request's Transfer-Encoding does not end with 'chunked', so the length of its body is "
+                "unknown; send the body chunked, or with Content-Length and no Transfer-Encoding",
+            )
         lane = self.infer_lane
         if (
             lane is not None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from naiad.dataplane import DataPlane, ResponseStream
-from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg
+from naiad.errors import ByteSizeMismatch, NaiadError, invalid_arg, request_prefix
 from naiad.http.codec import (
     NOT_JSON_DATATYPES,
     flatten,
@@ -49,34 +49,68 @@ class GenerateRequest:
     id: str
 
 
+class JsonObject(dict[str, Any]):
+    """A JSON object as Triton's reader keeps it: a key written twice is found with its first value,
+    and ``written`` lists the keys as written, repeats included."""
+
+    __slots__ = ("written",)
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__()
+        self.written = [key for key, _ in pairs]
+        for key, value in pairs:
+            self.setdefault(key, value)
+
+
 def decode_generate(model: ServingModel, body: bytes) -> GenerateRequest:
     """Map a generate body onto the model's inputs and request parameters, as Triton 2.51 does: keys
-    naming an input are inputs, others are parameters; the keys of a ``parameters`` object are read
-    the same way, after the top-level ones."""
-    document = load_json(body)
-    if not isinstance(document, dict):
+    naming an input are inputs, others are parameters, and the keys of a ``parameters`` object are
+    read the same way where it stands; an input given twice is refused."""
+    document = load_json(body, JsonObject)
+    if not isinstance(document, JsonObject):
         raise parse_error("attempt to get members for non-object")
     request_id = document.get("id", "")
     if not isinstance(request_id, str):
         raise parse_error("Unable to parse 'id': attempt to access JSON non-string as string")
-    nested = document.pop("parameters", {})
-    if not isinstance(nested, dict):
-        raise parse_error("Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object")
-    specs = model.signature.inputs
-    batching = model.signature.max_batch_size > 0
-    inputs: dict[str, Tensor] = {}
-    parameters: dict[str, ParameterValue] = {}
-    where = (model.name, request_id)
-    for key, value in document.items():
-        _convert(key, value, specs, batching, inputs, parameters, where)
-    for key, value in nested.items():
-        if key in inputs:
-            raise invalid_arg(
-                f"Converting keyword: 'parameters': [request id: {request_id or '<id_unknown>'}] input '{key}' "
-                "already exists in request"
+    reader = _GenerateReader(model, request_id)
+    for key in document.written:
+        if key == "parameters":
+            reader.nested(document[key])
+        else:
+            reader.member(key, document[key])
+    return GenerateRequest(model, list(reader.inputs.values()), reader.parameters, request_id)
+
+
+class _GenerateReader:
+    """The inputs and parameters of one generate body, filled member by member in the body's order."""
+
+    def __init__(self, model: ServingModel, request_id: str) -> None:
+        self.specs = model.signature.inputs
+        self.batching = model.signature.max_batch_size > 0
+        self.where = (model.name, request_id)
+        self.inputs: dict[str, Tensor] = {}
+        self.parameters: dict[str, ParameterValue] = {}
+
+    def member(self, key: str, value: Any) -> None:
+        if key in self.inputs:
+            raise invalid_arg(f"{request_prefix(self.where[1])}input '{key}' already exists in request")
+        _convert(key, value, self.specs, self.batching, self.inputs, self.parameters, self.where)
+
+    def nested(self, members: Any) -> None:
+        """The keys of a ``parameters`` object; what they fail with is prefixed as Triton words it."""
+        if "parameters" in self.specs:
+            raise invalid_arg("Keyword 'parameters' for nested schema also given as input tensor name")
+        if not isinstance(members, JsonObject):
+            raise parse_error(
+                "Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object"
             )
-        _convert(key, value, specs, batching, inputs, parameters, where)
-    return GenerateRequest(model, list(inputs.values()), parameters, request_id)
+        try:
+            for key in members.written:
+                self.member(key, members[key])
+        except NaiadError as error:
+            error.message = f"Converting keyword: 'parameters': {error.message}"
+            error.args = (error.message,)
+            raise
 
 
 def _convert(

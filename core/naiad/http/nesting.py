@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from naiad.errors import NaiadError, invalid_arg
@@ -16,12 +17,14 @@ def too_deep() -> NaiadError:
     return invalid_arg(f"JSON nesting depth exceeds maximum allowed limit ({MAX_NESTING_DEPTH})")
 
 
-def loads(data: bytes | bytearray | str) -> Any:
+def loads(
+    data: bytes | bytearray | str, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None
+) -> Any:
     """``json.loads``; a document nested deeper than the parser can go is Triton's nesting error (400).
 
     Parse errors (``ValueError``) are the caller's to word.
     """
     try:
-        return json.loads(data)
+        return json.loads(data, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise too_deep() from None

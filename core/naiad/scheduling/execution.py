@@ -185,9 +185,14 @@ class InstanceRunner:
                     ErrorCode.INVALID_ARG,
                 ),
             )
-        if not self._decoupled and any(not request.sender.closed and not request.rescheduled for request in requests):
+        forgotten = [
+            request
+            for request in requests
+            if not request.sender.closed and not request.rescheduled and not request.answered_later
+        ]
+        if not self._decoupled and forgotten:
             fail_open(
-                [request for request in requests if not request.rescheduled],
+                forgotten,
                 NaiadError(
                     f"model '{self.info.model_name}' returned from execute without answering the request",
                     ErrorCode.INTERNAL,

@@ -117,6 +117,7 @@ class PythonModelInstance(ModelInstance):
             self.execute_received(batch, partial(report_compute, requests))
         for request, received in zip(requests, batch, strict=True):
             request.rescheduled = received._rescheduled()
+            request.answered_later = not self.decoupled and received._answered_later()
 
     def execute_received(self, batch: list[InferenceRequest], report: Callable[[int, int], None]) -> None:
         """Run ``execute`` on ``batch``, requests already in their ``pb_utils`` form, and enforce its contract.
@@ -173,12 +174,12 @@ class PythonModelInstance(ModelInstance):
                     f"'{type(response)}'."
                 )
             try:
-                request.get_response_sender()._check_returned(response)
+                request._response_sender()._check_returned(response)
             except TritonModelException as error:
                 raise ContractError(str(error)) from None
         for request, response in zip(batch, returned, strict=True):
             if response is not None:
-                request.get_response_sender()._send_returned(response)
+                request._response_sender()._send_returned(response)
 
     def _background_done(self, batch: list[InferenceRequest], future: concurrent.futures.Future[object]) -> None:
         """Completion of a decoupled ``async def execute``: fail the batch if it raised."""
@@ -207,18 +208,22 @@ class PythonModelInstance(ModelInstance):
         triton_error = TritonError(message, TritonError.INTERNAL)
         for request in batch:
             try:
-                request.get_response_sender()._fail(triton_error)
+                request._response_sender()._fail(triton_error)
             except Exception:  # the client side may already be gone; keep failing the others
                 _log.exception("could not send the error response for model '%s'", self.model_name)
 
     def _answer_missing(self, batch: list[InferenceRequest]) -> None:
-        """Non-decoupled: deliver responses still waiting for a final flag, fail requests with none."""
+        """Non-decoupled: deliver responses still waiting for a final flag, fail requests with none,
+        but for those whose response sender the model took: it may answer them later, from another
+        thread, as Triton lets it."""
         for index, request in enumerate(batch):
             if request._rescheduled():  # answered by a later execution
                 continue
-            sender = request.get_response_sender()
+            sender = request._response_sender()
             try:
                 if sender._finish():
+                    continue
+                if sender._taken:
                     continue
                 sender._fail(
                     TritonError(

@@ -72,6 +72,7 @@ class ModelUnit:
     builtins: dict[str, Any] = field(repr=False)
     module: ModuleType | None = field(default=None, repr=False)
     server: ServerHandle | None = field(default=None, repr=False)
+    instance: str = ""  # the name of the instance this import serves
     serving: bool = False  # from the end of ``initialize`` until ``finalize``: BLS is allowed
     _unload_callbacks: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _decisions: dict[str, str | None] = field(default_factory=dict, repr=False)
@@ -192,7 +193,9 @@ def load_model_module(
     version_dir = model_file.parent
     slug = f"{_slug(model_name)}_v{version}_{_slug(tag)}_{next(_counter)}"
     unit_builtins = dict(builtins.__dict__)
-    unit = ModelUnit(model_name, version, version_dir, model_dir, model_file, slug, unit_builtins, server=server)
+    unit = ModelUnit(
+        model_name, version, version_dir, model_dir, model_file, slug, unit_builtins, server=server, instance=tag
+    )
     unit_builtins["__import__"] = _make_import(unit)
     with _lock:
         _register(unit)

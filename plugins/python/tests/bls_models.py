@@ -286,6 +286,20 @@ BLS_ERRORS = PythonModelSpec(
         return pb_utils.InferenceRequest(model_name=model, inputs=inputs, requested_output_names=outputs, **options)
 
 
+    def named_by_bytes():
+        second = pb_utils.Tensor(b"INPUT1", np.ones(4, np.float32))
+        return [request(b"add_sub", [ADD_SUB_IN, second], [b"OUTPUT0"], request_id=b"r").exec()]
+
+
+    def refused_then_served():
+        try:
+            request("add_sub", [ADD_SUB_IN], [5])
+        except TypeError:
+            pass
+        second = pb_utils.Tensor("INPUT1", np.ones(4, np.float32))
+        return [request("add_sub", [ADD_SUB_IN, second], ["OUTPUT0"]).exec()]
+
+
     async def given_up_async():
         long_sleep = pb_utils.Tensor("MS", np.array([3000], np.int32))
         try:
@@ -310,6 +324,8 @@ BLS_ERRORS = PythonModelSpec(
         "timeout": lambda: [request("sleeper", [SLEEP], ["SLEPT"], timeout=50_000).exec()],
         "timeout_async": lambda: [asyncio.run(timed_out_async())],
         "given_up": lambda: [asyncio.run(given_up_async())],
+        "named_by_bytes": named_by_bytes,
+        "refused_then_served": refused_then_served,
     }
 
 

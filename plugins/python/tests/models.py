@@ -374,6 +374,8 @@ SENDER_MODES = PythonModelSpec(
     model_py="""
     import json
     import os
+    import threading
+    import time
 
     import numpy as np
     import triton_python_backend_utils as pb_utils
@@ -399,7 +401,8 @@ SENDER_MODES = PythonModelSpec(
             returned = []
             for request in requests:
                 mode = json.loads(request.parameters())["mode"]
-                sender = request.get_response_sender()
+                # a model that takes a request's sender may answer it after execute returns
+                sender = None if mode in ("plain", "return_none_item") else request.get_response_sender()
                 if mode == "send_final_return_none":
                     sender.send(_response(request), flags=FINAL)
                     returned = None
@@ -415,6 +418,18 @@ SENDER_MODES = PythonModelSpec(
                     returned.append(None)
                 elif mode == "return_none_item":
                     returned.append(None)
+                elif mode == "send_after_return":
+
+                    def answer_later(sender=sender, response=_response(request)):
+                        time.sleep(0.2)
+                        sender.send(response)
+                        sender.send(flags=FINAL)
+
+                    threading.Thread(target=answer_later).start()
+                    returned.append(None)
+                elif mode == "send_twice_then_raise":
+                    sender.send(_response(request))
+                    sender.send(_response(request))  # raises: a second response; the first stands
                 elif mode == "send_and_return":
                     sender.send(_response(request), flags=FINAL)
                     returned.append(_response(request))
@@ -863,12 +878,23 @@ READY_PROBE = PythonModelSpec(
 
 MODEL_CONTROLLER = PythonModelSpec(
     model_py="""
+    import json
+
     import numpy as np
     import triton_python_backend_utils as pb_utils
 
+
+    def load_files(target, request):
+        # CONFIG holds {"config": <config JSON>, "files": {"file:<path>": <text>}}
+        sent = json.loads(request)
+        files = {path: content.encode() for path, content in sent["files"].items()}
+        pb_utils.load_model(target, json.dumps(sent["config"]) if sent["config"] else "", files=files)
+
+
     ACTIONS = {
         "load": lambda target, config: pb_utils.load_model(target, config),
-        "load_files": lambda target, config: pb_utils.load_model(target, config, files={"file:1/model.py": b""}),
+        "load_named_by_bytes": lambda target, config: pb_utils.load_model(target.encode(), config.encode()),
+        "load_files": load_files,
         "unload": lambda target, config: pb_utils.unload_model(target),
         "unload_dependents": lambda target, config: pb_utils.unload_model(target, unload_dependents=True),
     }

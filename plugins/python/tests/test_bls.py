@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextvars
 import json
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ from .bls_models import (
     ZERO_COPY,
     relay,
 )
-from .models import ADD_SUB, DECOUPLED_REPEAT, isolated, write_model
+from .models import ADD_SUB, DECOUPLED_REPEAT, PythonModelSpec, isolated, write_model
 
 TIMEOUT_S = 10.0
 ONES = np.ones(4, np.float32)
@@ -56,6 +58,11 @@ def isolation(request: pytest.FixtureRequest) -> str:
     """Where the models run: in the server process or in worker processes."""
     mode: str = request.param
     return mode
+
+
+def _two_instances(spec: PythonModelSpec) -> PythonModelSpec:
+    assert spec.config is not None
+    return replace(spec, config=textwrap.dedent(spec.config) + "\ninstance_group [ { kind: KIND_CPU count: 2 } ]\n")
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +84,7 @@ def server(isolation: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "ping": relay("pong"),
         "pong": relay("ping"),
         "self_caller": relay("self_caller"),
+        "self_pair": _two_instances(relay("self_pair")),
         "zero_copy": ZERO_COPY,
         "request_echo": REQUEST_ECHO,
         "call_request_echo": CALL_REQUEST_ECHO,
@@ -238,6 +246,15 @@ def test_errors_come_back_as_responses_with_tritons_text(client: Client, server:
     assert _error_case(client, "init") == ("BLS is only supported during the 'execute' function.", "", 0)
 
 
+def test_names_may_be_bytes_as_triton_takes_them(client: Client) -> None:
+    assert _error_case(client, "named_by_bytes") == ("no error", "", 1)
+
+
+def test_a_request_refused_at_construction_leaves_the_next_call_working(client: Client) -> None:
+    for _ in range(3):
+        assert _error_case(client, "refused_then_served") == ("no error", "", 1)
+
+
 @pytest.mark.parametrize("case", ["timeout", "timeout_async"])
 def test_a_timeout_bounds_the_queue_not_the_call(client: Client, case: str) -> None:
     # as in Triton: the callee (no queue policy) runs its 300 ms past the caller's 50 ms timeout
@@ -265,6 +282,12 @@ def test_a_cycle_is_refused_instead_of_deadlocking(client: Client) -> None:
     with pytest.raises(InferenceServerException) as self_call:
         client.infer("self_caller", X=ONES)
     assert "request cycle: model 'self_caller' -> 'self_caller'" in str(self_call.value.message())
+    with pytest.raises(InferenceServerException) as deeper:  # its first call to itself ran on its other instance
+        client.infer("self_pair", X=ONES)
+    assert (
+        "request cycle: model 'self_pair' -> 'self_pair' -> 'self_pair'; every instance of model 'self_pair' (2)"
+        in str(deeper.value.message())
+    )
     with pytest.raises(InferenceServerException) as cycle:
         client.infer("ping", X=ONES)
     assert "Model ping - Error when running inference: request cycle: model 'ping' -> 'pong' -> 'ping'" in str(

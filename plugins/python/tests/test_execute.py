@@ -212,7 +212,14 @@ def test_async_execute(load_model: LoadModel) -> None:
 
 @pytest.mark.parametrize(
     "mode",
-    ["send_final_return_none", "send_final_return_list_none", "send_then_flag", "send_without_final"],
+    [
+        "send_final_return_none",
+        "send_final_return_list_none",
+        "send_then_flag",
+        "send_without_final",
+        "send_after_return",  # from a thread, after execute returned None, as Triton allows
+        "send_twice_then_raise",  # the error of the second send does not replace the first response
+    ],
 )
 def test_non_decoupled_response_sender(load_model: LoadModel, mode: str) -> None:
     model = load_model("senders", SENDER_MODES)

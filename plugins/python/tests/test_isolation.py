@@ -6,6 +6,7 @@ One server serves the models of this module; faults are caused by the models the
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -200,6 +201,27 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pid]) for _ in requests]
 """
 
+ARGV = """
+import json
+import sys
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        argv = pb_utils.Tensor("ARGV", np.array([json.dumps(sys.argv)], dtype=np.object_))
+        return [pb_utils.InferenceResponse([argv]) for _ in requests]
+"""
+
+ARGV_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "ARGV" data_type: TYPE_STRING dims: [ 1 ] } ]
+"""
+
 BROKEN_INIT = """
 class TritonPythonModel:
     def initialize(self, args):
@@ -233,6 +255,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository.add_python_model("until_cancelled", UNTIL_CANCELLED, UNTIL_CANCELLED_CONFIG)
     repository.add_python_model("logger", LOGGER, PID_CONFIG + PROCESS)
     repository.add_python_model("completes_itself", COMPLETES_ITSELF, PID_CONFIG + PROCESS)
+    repository.add_python_model("argv", ARGV, ARGV_CONFIG + PROCESS)
     repository.add_python_model("wrong_mode", BROKEN_INIT, IDENTITY_CONFIG + PROCESS.replace('"process"', '"fork"'))
     return repository.root
 
@@ -288,6 +311,15 @@ def test_the_model_runs_in_another_process(server: ServerProcess) -> None:
     template = _parent_of(pid)  # forked by the server's template process, itself the server's child
     assert template != server.process.pid
     assert _parent_of(template) == server.process.pid
+    client.close()
+
+
+def test_a_worker_shows_its_model_the_command_line_of_tritons_stub(server: ServerProcess) -> None:
+    """``sys.argv`` is ``[""]``, as in Triton: ``unittest.main()`` in a model finds no test names in it."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("INPUT0", [1], "FP32")
+    tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
+    assert json.loads(client.infer("argv", [tensor]).as_numpy("ARGV")[0]) == [""]
     client.close()
 
 

@@ -149,6 +149,60 @@ def test_tensor_rejections() -> None:
         pb_utils.Tensor("C", np.zeros(2, dtype=np.complex64))
 
 
+def test_text_arguments_take_bytes_and_refuse_other_types_as_triton_does() -> None:
+    assert pb_utils.Tensor(b"OUT", np.zeros(1)).name() == "OUT"
+    assert type(pb_utils.Tensor(np.str_("OUT"), np.zeros(1)).name()) is str
+    request = pb_utils.InferenceRequest(
+        model_name=np.bytes_(b"other"), inputs=[], requested_output_names=(b"A", "B"), request_id=b"id"
+    )
+    assert (request.request_id(), request.requested_output_names()) == ("id", {"A", "B"})
+    assert pb_utils.TritonError(b"said").message() == "said"
+    refusals: list[Any] = [
+        lambda: pb_utils.Tensor(5, np.zeros(1)),
+        lambda: pb_utils.TritonError(5),
+        lambda: pb_utils.InferenceRequest(model_name=5, inputs=[], requested_output_names=[]),
+        lambda: pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names="OUT"),
+        lambda: pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[1]),
+        lambda: pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[], request_id=5),
+        lambda: pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[], model_version="1"),
+        lambda: pb_utils.Logger.log_info(5),
+        lambda: pb_utils.is_model_ready("m", 1),
+        lambda: pb_utils.load_model(None),
+        lambda: pb_utils.load_model("m", config=None),
+    ]
+    for refused in refusals:
+        with pytest.raises(TypeError, match="must be"):
+            refused()
+
+
+def test_argument_checks_raise_what_tritons_raise() -> None:
+    """The exception types of Triton's own argument_validation test model."""
+    none_checks: list[tuple[type[Exception], Any]] = [
+        (
+            pb_utils.TritonModelException,
+            lambda: pb_utils.InferenceRequest(model_name="m", inputs=[None], requested_output_names=[]),
+        ),
+        (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(output_tensors=[None])),
+        (TypeError, lambda: pb_utils.InferenceResponse(output_tensors=None)),
+        (
+            TypeError,
+            lambda: pb_utils.InferenceRequest(
+                model_name="m", inputs=[], requested_output_names=[], correlation_id=None
+            ),
+        ),
+        (TypeError, lambda: pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[None])),
+        (TypeError, lambda: pb_utils.Tensor("OUTPUT0", None)),
+        (TypeError, lambda: pb_utils.Tensor("", None)),
+        (TypeError, lambda: pb_utils.Logger.log("Invalid Level", 1)),
+        (TypeError, lambda: pb_utils.Logger.log("Invalid Level", None)),
+    ]
+    for raised, call in none_checks:
+        with pytest.raises(raised):
+            call()
+    pb_utils.Logger.log("Level unspecified")
+    assert pb_utils.InferenceResponse().output_tensors() == []
+
+
 def test_bytes_tensor_is_captured_at_construction() -> None:
     data = np.array([b"a", "b"], dtype=np.object_)
     tensor = pb_utils.Tensor("T", data)

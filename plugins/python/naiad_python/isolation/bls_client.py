@@ -83,14 +83,9 @@ class BlsClient:
         """Have the server queue the request (raises its refusal); responses go to ``sink``. The server
         finds ``parent`` itself, from the batch the calling code serves."""
         bls_id = next(self._ids)
-        with self._lock:
-            self._sinks[bls_id] = sink
-        arena, specs, fd = self._arena.write(inputs)
-        request: Message = {
+        request: Message = {  # built before the inputs take arena space: nothing may fail in between
             "bls": bls_id,
             "model": model,
-            "arena": arena,
-            "inputs": specs,
             "version": version,
             "outputs": [output if isinstance(output, str) else output.name for output in outputs],
             "request_id": request_id,
@@ -99,6 +94,9 @@ class BlsClient:
             "parent": [self._key_of(served) for served in origin.current_batch()],
             "refuse_decoupled": refuse_decoupled,
         }
+        request["arena"], request["inputs"], fd = self._arena.write(inputs)
+        with self._lock:
+            self._sinks[bls_id] = sink
         try:
             self._calls.call("submit", request, fds=None if fd is None else [fd])
         except NaiadError:

@@ -488,6 +488,8 @@ class IsolatedInstance(ModelInstance):
         for reply in batch.executed["responses"]:
             self._adopt(worker.returned, reply, batch.fds)
             self._respond(worker.returned, reply)
+        for index in batch.executed.get("later", ()):
+            requests[index].answered_later = True
         for index in batch.executed.get("rescheduled", ()):  # its next run goes under a new key
             requests[index].rescheduled = True
             requests[index].cancellation.remove_callback(cancels[index])

@@ -121,8 +121,11 @@ class RemoteServer:
     def model_ready(self, name: str, version: str | int = "") -> bool:
         return bool(self._calls.call("model_ready", name, str(version)))
 
-    def load_model(self, name: str, config: ModelConfig | None = None) -> None:
-        self._calls.call("load_model", name, None if config is None else config.SerializeToString())
+    def load_model(
+        self, name: str, config: ModelConfig | str | None = None, files: Mapping[str, bytes] | None = None
+    ) -> None:
+        sent = config.SerializeToString() if isinstance(config, ModelConfig) else config  # JSON text as it is
+        self._calls.call("load_model", name, sent, files)
 
-    def unload_model(self, name: str) -> None:
-        self._calls.call("unload_model", name)
+    def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
+        self._calls.call("unload_model", name, unload_dependents)

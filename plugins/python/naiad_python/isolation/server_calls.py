@@ -83,12 +83,12 @@ class ServerCalls:
             model, version = args
             return server.model_ready(model, version)
         if name == "load_model":
-            model, config = args
-            server.load_model(model, None if config is None else ModelConfig.FromString(config))
+            model, config, files = args
+            server.load_model(model, ModelConfig.FromString(config) if isinstance(config, bytes) else config, files)
             return None
         if name == "unload_model":
-            (model,) = args
-            server.unload_model(model)
+            model, unload_dependents = args
+            server.unload_model(model, unload_dependents=unload_dependents)
             return None
         if name == "family":
             family_name, description, kind = args

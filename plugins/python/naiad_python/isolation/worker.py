@@ -194,6 +194,8 @@ class Worker:
             executed = {"op": "executed", "batch": message["batch"]}
             executed["responses"] = [reply for reply, _ in held]
             executed["rescheduled"] = [index for index, request in enumerate(batch) if request._rescheduled()]
+            if not decoupled:  # requests the model answers after execute returned, from a thread of its own
+                executed["later"] = [index for index, request in enumerate(batch) if request._answered_later()]
             for index in executed["rescheduled"]:  # runs again as a new request of a later batch
                 self.running.pop(served[index].key, None)
             try:  # a decoupled batch's end follows the responses it sent, on the same socket
@@ -287,6 +289,7 @@ def main(arguments: Sequence[str]) -> None:
     # What the model logs through pb_utils.Logger goes to the server at every level, as from Triton's
     # stub: the server's settings, which /v2/logging changes at run time, decide what is written.
     logging.getLogger(MODEL_LOGGER).setLevel(logging.DEBUG)
+    sys.argv = [""]  # what a model sees in Triton's stub: unittest.main() and argparse find no arguments
     started = time.monotonic()
     try:
         Worker(channel, control).serve()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 
+from naiad_python.pbutils.text import text
+
 
 class ErrorCode(enum.IntEnum):
     """Triton's ``TRITONSERVER_Error_Code`` values, exposed as ``TritonError.<NAME>``."""
@@ -39,8 +41,6 @@ class TritonError:
     CANCELLED = ErrorCode.CANCELLED
 
     def __init__(self, message: str, code: int = ErrorCode.INTERNAL) -> None:
-        if message is None:
-            raise TypeError("TritonError(): 'message' must be a str, not None")
         try:
             self._code = ErrorCode(code)
         except ValueError:
@@ -48,7 +48,7 @@ class TritonError:
                 f"TritonError(): unknown error code {code!r}; use one of TritonError.UNKNOWN, INTERNAL, "
                 "NOT_FOUND, INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS, CANCELLED"
             ) from None
-        self._message = str(message)
+        self._message = text(message, "TritonError(): 'message'")
 
     def message(self) -> str:
         """The error message sent to the client."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 import logging
 
+from naiad_python.pbutils.text import text
+
 LOGGER_NAME = "naiad.python.model"
 
 _logger = logging.getLogger(LOGGER_NAME)
@@ -68,8 +70,7 @@ class Logger:
 
 
 def _emit(message: str, level: int, *, stacklevel: int) -> None:
-    try:
-        python_level = _TO_LOGGING[LogLevel(level)]
-    except ValueError:
-        raise TypeError(f"Logger.log(): unknown level {level!r}; use Logger.INFO, WARNING, ERROR or VERBOSE") from None
-    _logger.log(python_level, "%s", message, stacklevel=stacklevel)
+    if not isinstance(level, LogLevel):  # a plain number too, as Triton's C++ layer refuses it
+        raise TypeError(f"Logger.log(): the level must be Logger.INFO, WARNING, ERROR or VERBOSE, not {level!r}")
+    python_level = _TO_LOGGING[level]
+    _logger.log(python_level, "%s", text(message, "Logger: the message"), stacklevel=stacklevel)

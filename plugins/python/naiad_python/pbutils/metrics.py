@@ -26,6 +26,7 @@ from naiad.backend import NaiadError
 from naiad_python import loader
 from naiad_python.pbutils.caller import calling_unit, server_of
 from naiad_python.pbutils.errors import TritonModelException
+from naiad_python.pbutils.text import text
 
 _T = TypeVar("_T")
 
@@ -87,8 +88,7 @@ class MetricFamily:
     HISTOGRAM = MetricKind.HISTOGRAM
 
     def __init__(self, name: str, description: str, kind: MetricKind) -> None:
-        if not isinstance(name, str) or not isinstance(description, str):
-            raise TypeError("MetricFamily(): 'name' and 'description' must be str")
+        name, description = text(name, "MetricFamily(): 'name'"), text(description, "MetricFamily(): 'description'")
         try:
             server_kind = _SERVER_KINDS[MetricKind(kind)]
         except ValueError:

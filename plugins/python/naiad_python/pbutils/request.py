@@ -21,6 +21,7 @@ from naiad_python.pbutils.response import (
 )
 from naiad_python.pbutils.response_iterator import ResponseIterator
 from naiad_python.pbutils.tensor import Tensor
+from naiad_python.pbutils.text import text, texts
 
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
@@ -108,19 +109,26 @@ class InferenceRequest:
         ):
             if value is None:
                 raise TypeError(f"InferenceRequest(): the '{argument}' argument is required")
+        for argument, number in (("model_version", model_version), ("flags", flags), ("timeout", timeout)):
+            if not isinstance(number, int):
+                raise TypeError(f"InferenceRequest(): '{argument}' must be an int, not {type(number).__name__}")
+        if correlation_id is None:
+            raise TypeError("InferenceRequest(): 'correlation_id' must be an int or a str, not None")
         if not isinstance(correlation_id, int | str):
             raise TritonModelException("Correlation ID must be integer or string")
         for tensor in inputs or []:
+            if tensor is None:  # as in Triton, whose C++ layer takes it and then finds no tensor
+                raise TritonModelException("InferenceRequest(): an item of 'inputs' is None, not a pb_utils.Tensor")
             if not isinstance(tensor, Tensor):
                 raise TypeError(
                     "InferenceRequest(): inputs must be a list of pb_utils.Tensor, found an item of type "
                     f"{type(tensor)!s}"
                 )
-        self._request_id = request_id
+        self._request_id = text(request_id, "InferenceRequest(): 'request_id'")
         self._correlation_id: int | str = correlation_id
         self._inputs = list(inputs or [])
-        self._requested_output_names = list(requested_output_names or [])
-        self._model_name = model_name or ""
+        self._requested_output_names = texts(requested_output_names, "InferenceRequest(): 'requested_output_names'")
+        self._model_name = text(model_name, "InferenceRequest(): 'model_name'")
         self._model_version = model_version
         self._flags = flags
         self._timeout = timeout
@@ -207,6 +215,18 @@ class InferenceRequest:
 
     def get_response_sender(self) -> InferenceResponseSender:
         """The request's response sender (the same object on every call)."""
+        sender = self._response_sender()
+        sender._taken = True
+        return sender
+
+    def _answered_later(self) -> bool:
+        """True when the model took this request's sender and has not finished answering with it: it
+        may answer after ``execute`` returned."""
+        return self._sender is not None and self._sender._taken and not self._sender.closed
+
+    def _response_sender(self) -> InferenceResponseSender:
+        """The response sender, for the backend: unlike :meth:`get_response_sender`, not marked as the
+        model's to answer with."""
         if self._sender is None:
             raise TritonModelException(
                 "this InferenceRequest was built by the model (BLS); only requests received in execute() "

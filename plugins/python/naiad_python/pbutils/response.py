@@ -8,11 +8,14 @@ provides; this module knows nothing about naiad's core types.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from naiad_python.pbutils.errors import TritonError, TritonModelException
 from naiad_python.pbutils.tensor import Tensor
+
+_log = logging.getLogger("naiad.python")
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 
@@ -45,12 +48,18 @@ class InferenceResponse:
 
     def __init__(
         self,
-        output_tensors: Sequence[Tensor] | None = None,
+        output_tensors: Sequence[Tensor] = (),
         error: TritonError | None = None,
         parameters: Mapping[str, ParameterValue] | None = None,
     ) -> None:
-        tensors = [] if output_tensors is None else list(output_tensors)
+        if output_tensors is None:
+            raise TypeError("InferenceResponse(): output_tensors must be a list of pb_utils.Tensor, not None")
+        tensors = list(output_tensors)
         for tensor in tensors:
+            if tensor is None:  # as in Triton, whose C++ layer takes it and then finds no tensor
+                raise TritonModelException(
+                    "InferenceResponse(): an item of output_tensors is None, not a pb_utils.Tensor"
+                )
             if not isinstance(tensor, Tensor):
                 raise TypeError(
                     "InferenceResponse(): output_tensors must be a list of pb_utils.Tensor, found an item "
@@ -92,7 +101,7 @@ class InferenceResponseSender:
     the latest, when ``execute`` returns.
     """
 
-    __slots__ = ("_closed", "_decoupled", "_deliver", "_held", "_is_cancelled", "_lock", "_sent")
+    __slots__ = ("_closed", "_decoupled", "_deliver", "_held", "_is_cancelled", "_lock", "_sent", "_taken")
 
     def __init__(self, deliver: Deliver, *, decoupled: bool, is_cancelled: Callable[[], bool]) -> None:
         self._deliver = deliver
@@ -102,6 +111,7 @@ class InferenceResponseSender:
         self._closed = False
         self._sent = 0
         self._held: InferenceResponse | None = None
+        self._taken = False  # the model asked for this sender: it may answer after execute returned
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
         """Send ``response`` and/or the final flag (``TRITONSERVER_RESPONSE_COMPLETE_FINAL``)."""
@@ -182,12 +192,20 @@ class InferenceResponseSender:
             return True
 
     def _fail(self, error: TritonError) -> None:
-        """Close the sender with an error response unless it is already closed."""
+        """Close the sender with an error response unless it is already closed; a non-decoupled
+        response already sent (waiting for its final flag) goes out instead, as in Triton, where
+        the client has it before the error comes."""
         with self._lock:
             if self._closed:
                 return
-            self._held = None
-            failure = InferenceResponse(error=error)
-            failure._backend_failure = True
-            self._deliver(failure, True)
+            if self._held is not None:
+                _log.warning(
+                    "a response was already sent for this request; the error that followed is not: %s",
+                    error.message(),
+                )
+                response, self._held = self._held, None
+            else:
+                response = InferenceResponse(error=error)
+                response._backend_failure = True
+            self._deliver(response, True)
             self._record(True)

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from naiad_python.pbutils import dlpack
 from naiad_python.pbutils.errors import TritonModelException
+from naiad_python.pbutils.text import text
 from naiad_python.pbutils.types import BF16, BYTES, numpy_to_triton_type
 
 if TYPE_CHECKING:
@@ -32,8 +33,9 @@ class Tensor:
     __slots__ = ("_array", "_bytes", "_core", "_dtype", "_name")
 
     def __init__(self, name: str, numpy_array: npt.ArrayLike) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"Tensor(): the name must be a str, not {type(name).__name__}")
+        name = text(name, "Tensor(): the name")
+        if numpy_array is None:
+            raise TypeError(f"Tensor(): the data of tensor '{name}' must be a numpy array, not None")
         if name == "":
             raise TritonModelException("Tensor name cannot be an empty string.")
         array = numpy_array if isinstance(numpy_array, np.ndarray) else np.asarray(numpy_array)
@@ -70,6 +72,7 @@ class Tensor:
 
         This is the only way to build BF16 tensors.
         """
+        name = text(name, "Tensor.from_dlpack(): the name")
         if name == "":
             raise TritonModelException("Tensor name cannot be an empty string.")
         array, bf16 = dlpack.from_dlpack(capsule)
