@@ -248,6 +248,7 @@ class DataPlane:
         try:
             return await sink.next_event()
         except asyncio.CancelledError:
+            _log_cancellation(request)
             request.cancel()
             raise
         finally:
@@ -366,4 +367,17 @@ class ResponseStream:
     def close(self) -> None:
         """Cancel the request unless it has finished (call when giving up on its events)."""
         if not self._request.sender.closed:
+            _log_cancellation(self._request)
             self._request.cancel()
+
+
+def _log_cancellation(request: InferenceRequest) -> None:
+    """A verbose line for a request its client gave up on (Triton's words begin it, for log greps)."""
+    logger.debug(
+        "Cancellation notification received for request '%s' of model '%s' version %d: its client gave up "
+        "on it (cancelled the call, disconnected or passed its deadline); it is dropped if still queued",
+        request.id,
+        request.model_name,
+        request.model_version,
+        extra={"model": request.model_name, "version": request.model_version},
+    )

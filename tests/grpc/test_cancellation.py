@@ -31,11 +31,19 @@ def _slow_input() -> list[grpcclient.InferInput]:
 
 def test_unary_deadline_cancels_the_request(grpc_server: ServerProcess, tmp_path: Path) -> None:
     client = grpcclient.InferenceServerClient(grpc_server.grpc_url)
+    client.update_log_settings({"log_verbose_level": 1})
     marker = tmp_path / "unary"
-    with pytest.raises(InferenceServerException) as caught:
-        client.infer("slow_identity", _slow_input(), parameters={"marker": str(marker)}, client_timeout=0.5)
+    try:
+        with pytest.raises(InferenceServerException) as caught:
+            client.infer(
+                "slow_identity", _slow_input(), parameters={"marker": str(marker)}, client_timeout=0.5, request_id="r7"
+            )
+    finally:
+        client.update_log_settings({"log_verbose_level": 0})
     assert caught.value.status() == "StatusCode.DEADLINE_EXCEEDED"
     assert _wait_for(marker), "the model never saw its request cancelled"
+    # in the verbose log, beginning with Triton's words
+    assert "Cancellation notification received for request 'r7' of model 'slow_identity'" in grpc_server.logs()
 
 
 def test_cancelling_a_stream_cancels_its_requests(grpc_server: ServerProcess, tmp_path: Path) -> None:
