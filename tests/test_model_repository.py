@@ -130,8 +130,9 @@ def test_a_model_in_two_repositories_is_listed_unavailable_and_refused_as_in_tri
     (entry,) = [e for e in entries if e["name"] == "doubler"]
     assert "version" not in entry
     assert entry["state"] == "UNAVAILABLE"
+    assert entry["reason"] == "model appears in two or more repositories"  # Triton's words; where: in the log
     places = f"{repository.root / 'doubler'}, {other.root / 'doubler'}"
-    assert entry["reason"] == f"model appears in two or more repositories ({places}); keep one"
+    assert f"model appears in two or more repositories ({places}); keep one" in server.logs()
     assert {e["name"]: e.get("state") for e in entries}["spare"] is None  # never loaded: name only
 
 

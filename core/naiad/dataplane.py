@@ -308,15 +308,16 @@ class DataPlane:
 
     def trace_settings(self, model: str = "") -> dict[str, Any]:
         """The trace extension's settings object for ``model`` ("" the server's)."""
-        self._require_known(model)
+        self.check_trace_model(model)
         return self.service.tracer.settings(model).to_json()
 
     def update_trace_settings(self, model: str, change: Change) -> dict[str, Any]:
         """Apply a checked change to ``model``'s trace settings ("" the server's); returns them all."""
-        self._require_known(model)
+        self.check_trace_model(model)
         return self.service.tracer.update(model, change).to_json()
 
-    def _require_known(self, model: str) -> None:
+    def check_trace_model(self, model: str) -> None:
+        """Refuse, in Triton's words, trace settings of a model that is not serving ("" the server's)."""
         if model and model not in self.lifecycle.serving():
             raise invalid_arg(f"Request for unknown model : {model}")
 

@@ -284,7 +284,7 @@ class ModelLifecycle:
                 status = self._load_version(plan, version)
             if status.ready:
                 logger.info(
-                    "model '%s' version %d is loaded (%.1f s)",
+                    "successfully loaded '%s' version %d (%.1f s)",
                     plan.record.name,
                     version,
                     time.monotonic() - began,
@@ -535,7 +535,7 @@ class ModelLifecycle:
                 status.reason = "unloaded"
                 self._notify(status)
             logger.info(
-                "model '%s' version %d is unloaded",
+                "successfully unloaded '%s' version %d",
                 status.name,
                 status.version,
                 extra={"model": status.name, "version": status.version},
@@ -657,7 +657,7 @@ class ModelLifecycle:
             record = records.get(name)
             source = sources.get(name)
             if source is not None and source.duplicates:  # listed as Triton lists it, loaded or not
-                entries.append(IndexEntry(name, None, ModelState.UNAVAILABLE, _clash(source), clash=True))
+                entries.append(IndexEntry(name, None, ModelState.UNAVAILABLE, CLASH, clash=True))  # where: in the log
                 continue
             if record is None:
                 entries.append(IndexEntry(name, None, None, ""))
@@ -723,10 +723,14 @@ def _refused(record: ModelRecord, error: NaiadError, *, unreadable: bool) -> _Pl
     return _Plan(record, unreadable=unreadable)
 
 
+CLASH = "model appears in two or more repositories"
+"""Triton's reason, in the repository index, for a model whose name is in several repositories."""
+
+
 def _clash(source: ModelSource) -> str:
     """Why a model whose name is in several repositories is not loaded (Triton's words, and where)."""
     places = ", ".join(str(path) for path in (source.path, *source.duplicates))
-    return f"model appears in two or more repositories ({places}); keep one"
+    return f"{CLASH} ({places}); keep one"
 
 
 def poll_failure(name: str) -> str:

@@ -19,7 +19,7 @@ from naiad.errors import ErrorCode, NaiadError, invalid_arg
 
 LEVELS = ("TIMESTAMPS", "TENSORS")
 UINT32_MAX = 2**32 - 1
-_INT64 = 2**63
+_INT32 = 2**31
 _LEADING_INTEGER = re.compile(r"\s*([+-]?\d+)")
 _INVALID = "Attempting to set invalid trace setting :"
 ZERO_RATE = _INVALID + "sample rate must be non-zero"
@@ -133,26 +133,24 @@ def _level(values: list[str]) -> tuple[str, ...] | None:
     return known or None
 
 
-def _integer(name: str, text: str) -> int:
-    """``text``'s leading integer, as C++'s ``std::stoll`` reads it."""
+def _integer(name: str, text: str, allowed: str) -> int:
+    """``text``'s leading integer, as C++'s ``std::stoi`` reads it (an ``int``); ``allowed`` is the
+    range Triton names when it is past an ``int``'s."""
     match = _LEADING_INTEGER.match(text)
     if match is None:
         raise invalid_arg(f"Unable to parse '{name}', got: {text}")
     value = int(match.group(1))
-    if not -_INT64 <= value < _INT64:
-        raise invalid_arg(f"Unable to parse '{name}', value is out of range [ 0, {UINT32_MAX} ], got: {text}")
+    if not -_INT32 <= value < _INT32:
+        raise invalid_arg(f"Unable to parse '{name}', value is out of range [ {allowed} ], got: {text}")
     return value
 
 
 def _unsigned(name: str, text: str) -> int:
-    value = _integer(name, text)
-    if value > UINT32_MAX:
-        raise invalid_arg(f"Unable to parse '{name}', value is out of range [ 0, {UINT32_MAX} ], got: {text}")
-    return value & UINT32_MAX  # a negative wraps, as the cast to uint32 does
+    return _integer(name, text, f"0, {UINT32_MAX}") & UINT32_MAX  # a negative wraps, as the cast to uint32 does
 
 
 def _count(text: str, *, grpc: bool) -> int:
-    value = _integer("trace_count", text)
+    value = _integer("trace_count", text, f"-1, {_INT32 - 1}")
     if value < -1:
         raise invalid_arg(f"Unable to parse 'trace_count'. Expecting value >= -1, got:{' ' if grpc else ''}{text}")
     return value

@@ -13,9 +13,12 @@ frontend's own moments through its :class:`FrontendTiming`: reading the request
 (``HTTP_RECV_START``/``HTTP_RECV_END``, ``GRPC_WAITREAD_START``/``GRPC_WAITREAD_END``) and writing
 each response (``HTTP_SEND_START``/``HTTP_SEND_END``, ``GRPC_SEND_START``/``GRPC_SEND_END``); its
 trace is complete once the request is released and the frontend has written its last response.
-Collected traces are written as one JSON array to ``trace_file`` when the server stops, or with
-``log_frequency`` N to ``trace_file.0``, ``trace_file.1``, ... every N traces (the rest when the
-server stops).
+Traces are kept per generation of settings (Triton's ``TraceSetting``: a change of settings starts
+a new one): with ``log_frequency`` N they go to ``trace_file.0``, ``trace_file.1``, ... every N traces;
+when a ``trace_count`` is spent, its generation's traces go to the next ``trace_file.<n>`` at once;
+what is left when a generation ends (its settings changed, the server stopping) goes to the next
+numbered file with ``log_frequency``, else to ``trace_file`` itself, one JSON array written when the
+server stops.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,6 +44,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
+class _Generation:
+    """The traces of one generation of one owner's settings (Triton's ``TraceSetting``)."""
+
+    log_frequency: int
+    seen: int = 0  # requests counted by the sampling
+    begun: int = 0  # traces begun (a request made for a traced one counts with it)
+    collected: int = 0
+    count_spent: bool = False
+    ended: bool = False  # its settings changed: flushed once its traces are all in
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    pending: int = 0  # traces in ``entries``
+
+
 class Tracer:
     """The server's trace settings, its sampling, and the traces collected but not yet written."""
 
@@ -48,11 +65,10 @@ class Tracer:
         self._startup = settings
         self._global = settings
         self._overrides: dict[str, dict[str, Any]] = {}  # model -> its own settings
-        self._seen: dict[str, int] = {}  # settings owner ("" the server) -> requests seen
+        self._generations: dict[str, _Generation] = {}  # settings owner ("" the server) -> its current one
         self._lock = threading.Lock()
         self._next_id = 0
-        self._entries: list[dict[str, Any]] = []
-        self._collected = 0
+        self._main: list[dict[str, Any]] = []  # entries for ``trace_file`` itself, written at the end
         self._files_written = 0
         self._warned = False
         self.active = bool(settings.level)  # read without the lock on every request
@@ -81,7 +97,7 @@ class Tracer:
                     self._overrides[model] = overrides
                 else:  # back to the server's settings, its sampling included
                     self._overrides.pop(model, None)
-                self._seen.pop(model, None)  # as in Triton, sampling starts over with new settings
+                self._end(model)  # as in Triton, sampling starts over with new settings
             else:
                 fields = {
                     field: getattr(self._startup, field) if value is None else value for field, value in change.items()
@@ -89,7 +105,8 @@ class Tracer:
                 effective = replace(self._global, **fields)
                 check_settings(effective)
                 self._global = effective
-                self._seen.clear()  # every model's settings that fall back on these start over too
+                for owner in list(self._generations):  # every model's settings start over too
+                    self._end(owner)
             self.active = bool(self._global.level) or any(
                 overrides.get("level") for overrides in self._overrides.values()
             )
@@ -101,58 +118,94 @@ class Tracer:
         """The trace of ``request`` if it is to be traced (``frontend``: the timing of the frontend
         that read it, which then reports its writes to the trace)."""
         parent_trace = parent.sender.trace if parent is not None else None
+        if parent is not None and parent_trace is None:
+            return None  # as in Triton, a request made for another (BLS, an ensemble's step) is traced with it only
         with self._lock:
             if parent_trace is not None:
-                settings = parent_trace.settings
+                settings, generation = parent_trace.settings, parent_trace.generation
             else:
                 owner = request.model_name if request.model_name in self._overrides else ""
                 settings = self._effective(request.model_name)
                 if not settings.level or settings.count == 0:
                     return None
-                seen = self._seen[owner] = self._seen.get(owner, 0) + 1
-                if seen % settings.rate:
+                if owner not in self._generations:
+                    self._generations[owner] = _Generation(settings.log_frequency)
+                generation = self._generations[owner]
+                generation.seen += 1
+                if generation.seen % settings.rate:
                     return None
                 if settings.count > 0:
-                    self._spend(owner)
+                    generation.count_spent = self._spend(owner) == 0
+                generation.begun += 1
             self._next_id += 1
             trace_id = self._next_id
         parent_id = parent_trace.id if parent_trace is not None else None
-        return RequestTrace(self, trace_id, request, settings, parent_id, frontend)
+        return RequestTrace(self, trace_id, request, settings, generation, parent_id, frontend)
 
     def collect(self, trace: RequestTrace) -> None:
-        """Keep a finished trace; write a file when ``log_frequency`` traces are in."""
+        """Keep a finished trace; write its generation's traces to the next numbered file when its
+        ``trace_count`` is spent and every trace is in, or ``log_frequency`` traces are in."""
         with self._lock:
-            self._entries += trace.entries()
-            self._collected += 1
-            frequency = trace.settings.log_frequency
-            if frequency and self._collected % frequency == 0:
-                self._write(f"{self._global.file}.{self._files_written}")
-                self._files_written += 1
+            generation = trace.generation
+            generation.entries += trace.entries()
+            if trace.parent_id is not None:  # counted with its parent's, as Triton writes them together
+                return
+            generation.pending += 1
+            generation.collected += 1
+            spent = generation.count_spent and generation.collected == generation.seen
+            if spent or (generation.log_frequency and generation.pending >= generation.log_frequency):
+                self._write_numbered(generation)
+            elif generation.ended and generation.collected == generation.begun:
+                self._flush(generation)
 
     def close(self) -> None:
         """Write what is collected and not yet written (the server is stopping)."""
         with self._lock:
-            if not self._entries:
-                return
-            if self._global.log_frequency:
-                self._write(f"{self._global.file}.{self._files_written}")
-                self._files_written += 1
-            else:
-                self._write(self._global.file)
+            for generation in self._generations.values():
+                self._flush(generation)
+            self._generations.clear()
+            if self._main:
+                entries, self._main = self._main, []
+                self._write(self._global.file, entries)
+
+    def _end(self, owner: str) -> None:
+        """``owner``'s settings changed: its current generation ends, flushed once its traces are in."""
+        generation = self._generations.pop(owner, None)
+        if generation is None:
+            return
+        generation.ended = True
+        if generation.collected == generation.begun:
+            self._flush(generation)
+
+    def _flush(self, generation: _Generation) -> None:
+        """What is left of an ending generation: to the next numbered file with ``log_frequency``, else
+        to ``trace_file`` itself."""
+        if not generation.pending:
+            return
+        if generation.log_frequency:
+            self._write_numbered(generation)
+        else:
+            self._main += generation.entries
+            generation.entries, generation.pending = [], 0
+
+    def _write_numbered(self, generation: _Generation) -> None:
+        entries, generation.entries, generation.pending = generation.entries, [], 0
+        self._write(f"{self._global.file}.{self._files_written}", entries)
+        self._files_written += 1
 
     def _effective(self, model: str) -> TraceSettings:
         overrides = self._overrides.get(model)
         return replace(self._global, **overrides) if overrides else self._global
 
-    def _spend(self, owner: str) -> None:
-        """One trace of ``trace_count`` is used, from the settings that hold the count."""
+    def _spend(self, owner: str) -> int:
+        """One trace of ``trace_count`` is used, from the settings that hold the count; returns what is left."""
         if owner and "count" in self._overrides[owner]:
             self._overrides[owner]["count"] -= 1
-        else:
-            self._global = replace(self._global, count=self._global.count - 1)
+            return int(self._overrides[owner]["count"])
+        self._global = replace(self._global, count=self._global.count - 1)
+        return self._global.count
 
-    def _write(self, path: str) -> None:
-        entries, self._entries = self._entries, []
+    def _write(self, path: str, entries: list[dict[str, Any]]) -> None:
         if not self._global.file:
             if not self._warned:
                 self._warned = True
@@ -235,7 +288,9 @@ class RequestTrace:
         "_started",
         "_tracer",
         "events",
+        "generation",
         "id",
+        "parent_id",
         "settings",
         "tensors",
         "timestamps",
@@ -247,12 +302,15 @@ class RequestTrace:
         trace_id: int,
         request: InferenceRequest,
         settings: TraceSettings,
+        generation: _Generation,
         parent_id: int | None,
         frontend: FrontendTiming | None = None,
     ) -> None:
         self._tracer = tracer
         self.id = trace_id
         self.settings = settings
+        self.generation = generation
+        self.parent_id = parent_id
         self.timestamps = "TIMESTAMPS" in settings.level
         self.tensors = "TENSORS" in settings.level
         self._info: dict[str, Any] = {

@@ -142,6 +142,13 @@ def test_json_enums_any_case_and_string_ints() -> None:
     assert config.parameters["p"].string_value == "v"
 
 
+def test_json_takes_one_value_where_a_list_is_expected_as_triton_does() -> None:
+    """Triton's own QA loads ``"instance_group": {...}`` (an object, not a list of one)."""
+    config = config_from_json('{"instance_group": {"kind": "KIND_CPU", "count": 2}, "input": {"name": "I", "dims": 4}}')
+    assert [(group.kind, group.count) for group in config.instance_group] == [(ModelInstanceGroup.KIND_CPU, 2)]
+    assert [(tensor.name, list(tensor.dims)) for tensor in config.input] == [("I", [4])]
+
+
 def test_json_accepts_dict() -> None:
     assert config_from_json({"name": "m", "backend": "python"}).backend == "python"
 

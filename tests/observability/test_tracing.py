@@ -112,6 +112,16 @@ def test_http_settings_answer_as_triton_does(traced: Any) -> None:
             400,
             "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: 99999999999999999999",
         ),
+        (  # read as an int (std::stoi): past one is out of range
+            b'{"trace_rate": "3000000000"}',
+            400,
+            "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: 3000000000",
+        ),
+        (
+            b'{"trace_count": "10000000000"}',
+            400,
+            "Unable to parse 'trace_count', value is out of range [ -1, 2147483647 ], got: 10000000000",
+        ),
         (b'{"trace_count": "-2"}', 400, "Unable to parse 'trace_count'. Expecting value >= -1, got:-2"),
         (b'{"trace_count": "3"}', 200, {"trace_count": "3"}),
         (b'{"log_frequency": "abc"}', 400, "Unable to parse 'log_frequency', got: abc"),
@@ -194,6 +204,7 @@ def test_grpc_settings_through_tritonclient(traced: Any) -> None:
             "trace file location can not be updated through network protocol",
         ),
         ({"trace_rate": "3"}, "nope", "INVALID_ARGUMENT", "Request for unknown model : nope"),
+        ({"trace_file": "/tmp/z"}, "nope", "INVALID_ARGUMENT", "Request for unknown model : nope"),  # model first
         ({"trace_rate": ["1", "2"]}, "", "INVALID_ARGUMENT", "expect only 1 value for 'trace_rate'"),
     ):
         with pytest.raises(InferenceServerException) as refused:
@@ -451,3 +462,40 @@ def test_tracing_on_needs_a_rate_and_a_file_as_in_triton() -> None:
         on.update("", {"rate": 0, "level": ("TIMESTAMPS",)})
     assert refused.value.message == "Attempting to set invalid trace setting :sample rate must be non-zero"
     assert on.update("", {"level": ("TIMESTAMPS",)}).level == ("TIMESTAMPS",)
+
+
+def test_each_generation_of_settings_writes_its_traces_as_triton_does(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    """Triton's L0_trace: a spent ``trace_count`` writes that generation's traces to the next numbered
+    file at once; what a generation with ``log_frequency`` leaves goes to a numbered file too; what
+    the first generation traced goes to the file itself. A request made for an untraced one (BLS)
+    is not traced, and not counted towards the rate."""
+    file = tmp_path / "trace.json"
+    server = _tracing_every_request(model_repository, naiad_server, file, caller=(CALLER, CONFIG))
+    http = httpclient.InferenceServerClient(server.http_url)
+    for index in range(3):
+        _infer(http, httpclient, f"first{index}")
+    http.update_trace_settings(settings={"trace_count": "2"})
+    for index in range(3):
+        _infer(http, httpclient, f"counted{index}")
+    assert [info["request_id"] for info in _infos(Path(f"{file}.0"))] == ["counted0", "counted1"]  # at once
+    http.update_trace_settings("caller", {"trace_count": "-1", "trace_rate": "2", "log_frequency": "2"})
+    for index in range(6):
+        _infer(http, httpclient, f"bls{index}", model="caller")
+    assert server.stop() == 0
+    assert [info["request_id"] for info in _infos(file)] == ["first0", "first1", "first2"]
+    # every 2nd caller request, each with the request it made; 2 of them a file, the last one at the end
+    first_two = _infos(Path(f"{file}.1"))
+    assert sorted(info["request_id"] for info in first_two if info["model_name"] == "caller") == ["bls1", "bls3"]
+    assert [info["model_name"] for info in first_two].count("add_sub") == 2
+    last = _infos(Path(f"{file}.2"))
+    assert sorted((info["model_name"], info.get("request_id", "")) for info in last) == [
+        ("add_sub", ""),
+        ("caller", "bls5"),
+    ]
+    assert not Path(f"{file}.3").exists()
+
+
+def _infos(path: Path) -> list[dict[str, Any]]:
+    return [trace["info"] for trace in _traces(_entries(path)).values()]

@@ -119,7 +119,8 @@ def parse_model_config(text: str, *, model_name: str, source: str = CONFIG_FILEN
 
 
 def config_from_json(text: str | dict[str, Any]) -> ModelConfig:
-    """Parse a JSON model config (load API): proto field names, enum names in any case.
+    """Parse a JSON model config (load API): proto field names, enum names in any case, and one
+    value where a list is expected (``"instance_group": {...}``), as Triton's parser takes them.
 
     Unknown fields are rejected.
     """
@@ -212,6 +213,8 @@ def _fix_field(field: FieldDescriptor, value: Any) -> Any:
         return value
     if field.is_repeated and isinstance(value, list):
         return [_fix_single(field, v) for v in value]
+    if field.is_repeated and value is not None:  # one value for a repeated field: Triton's parser takes it
+        return [_fix_single(field, value)]
     return _fix_single(field, value)
 
 

@@ -137,6 +137,7 @@ class InferenceServicer:
 
     async def trace_setting(self, request: pb.TraceSettingRequest) -> pb.TraceSettingResponse:
         if request.settings:
+            self._dataplane.check_trace_model(request.model_name)  # before the settings, as in Triton
             change = trace_settings.grpc_change({key: list(value.value) for key, value in request.settings.items()})
             settings = self._dataplane.update_trace_settings(request.model_name, change)
         else:
