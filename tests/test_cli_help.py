@@ -73,6 +73,7 @@ def test_a_bad_port_names_the_flag_and_the_range() -> None:
         ("--http-idle-timeout", "soon", "'soon' is not a number of seconds > 0"),
         ("--exit-timeout-secs", "-3", "'-3' is not a number of seconds >= 0"),
         ("--repository-poll-secs", "nan", "'nan' is not a number of seconds >= 0"),
+        ("--model-config-name", "", "empty argument for --model-config-name"),  # Triton's words
     ],
 )
 def test_a_bad_value_names_the_flag_and_what_it_takes(

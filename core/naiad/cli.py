@@ -96,7 +96,9 @@ def _header_forwarding(pattern: str) -> HeaderForwarding:
 
 
 def _config_name(value: str) -> str:
-    if any(character.isspace() or character in "/\\" for character in value):  # "" is no name: config.pbtxt
+    if not value:  # as Triton refuses it; leave the flag out to read each model's config.pbtxt
+        raise argparse.ArgumentTypeError("empty argument for --model-config-name")
+    if any(character.isspace() or character in "/\\" for character in value):
         raise argparse.ArgumentTypeError(f"'{value}' is not a config name: a file name without spaces or slashes")
     return value
 
@@ -181,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--model-config-name",
         type=_config_name,
-        default="",
+        default=None,
         metavar="NAME",
         help="read each model's configs/NAME.pbtxt instead of its config.pbtxt, where it has one",
     )
@@ -718,7 +720,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         trace=_trace_settings(deprecated_trace_entries(args) + args.trace_config),
         cache=parse_cache_config(args.cache_config, args.response_cache_byte_size),
         server_id=args.id,
-        model_config_name=args.model_config_name,
+        model_config_name=args.model_config_name or "",
         model_load_retry_count=args.model_load_retry_count,
         reuse_http_port=args.reuse_http_port,
         http_headers=args.http_header_forward_pattern,

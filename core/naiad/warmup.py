@@ -10,6 +10,7 @@ that cannot be built or whose response is an error fails the load with Triton's 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,8 @@ from naiad.scheduling.execution import InstanceRunner
 from naiad.statistics import ModelStatistics
 from naiad.tensor import Tensor
 from naiad.validation import validate_inputs
+
+logger = logging.getLogger(__name__)
 
 _NO_ID = request_prefix("")
 
@@ -51,7 +54,15 @@ def warm_up(
     for runner in runners:
         for sample, inputs in prepared:
             rows = sample.batch_size if batching else 1
-            for _ in range(max(sample.count, 1)):
+            for iteration in range(1, max(sample.count, 1) + 1):
+                logger.debug(  # Triton's words
+                    "model '%s' instance %s is running warmup sample '%s' for iteration %d",
+                    config.name,
+                    runner.name,
+                    sample.name,
+                    iteration,
+                    extra={"model": config.name, "version": version},
+                )
                 batch = _Batch(config.name, version, inputs, rows, outputs, deliver)
                 if statistics is not None:
                     for request in batch.requests:

@@ -139,7 +139,9 @@ def repository(tmp_path_factory: pytest.TempPathFactory, records: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repository: Path) -> Iterator[ServerProcess]:
-    process = start_server([repository], "--model-control-mode=explicit", "--load-model=*", timeout=120)
+    process = start_server(
+        [repository], "--model-control-mode=explicit", "--load-model=*", "--log-verbose=1", timeout=120
+    )
     yield process
     process.stop()
 
@@ -174,6 +176,12 @@ def test_each_instance_runs_each_sample_count_times_before_serving(server: Serve
     assert (entry["inference_count"], entry["execution_count"]) == (4, 4)
     assert entry["inference_stats"]["success"]["count"] == 4
     assert entry["last_inference"] > 0
+    logs = server.logs()  # at --log-verbose 1, in Triton's words
+    for instance in ("zeros_0_0", "zeros_0_1"):
+        for iteration in (1, 2):
+            assert (
+                f"model 'zeros' instance {instance} is running warmup sample 'zeros' for iteration {iteration}" in logs
+            )
 
 
 def test_a_batching_model_gets_batch_size_requests_of_one_row(server: ServerProcess, records: Path) -> None:

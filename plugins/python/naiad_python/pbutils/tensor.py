@@ -104,9 +104,8 @@ class Tensor:
     def as_numpy(self) -> npt.NDArray[Any]:
         """The data as a numpy array; BYTES tensors give an ``np.object_`` array of ``bytes``."""
         if self._dtype == BF16:
-            raise TritonModelException(
-                f"Tensor '{self._name}' has datatype BF16, which numpy cannot represent; read it through "
-                "DLPack instead (e.g. torch.from_dlpack(tensor))"
+            raise TritonModelException(  # Triton's words, which its own tests check for
+                "Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and from_dlpack() instead."
             )
         return self._array
 
