@@ -14,7 +14,6 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from naiad import config as model_config
 from naiad.backend_model import ModelInstance
 from naiad.errors import NaiadError, invalid_arg, unavailable, unsupported
 from naiad.header_forwarding import HeaderForwarding
@@ -26,7 +25,7 @@ from naiad.inference import (
     ResponseEvent,
     Scheduling,
 )
-from naiad.lifecycle import ModelLifecycle, load_request_refused
+from naiad.lifecycle import ModelLifecycle, requested_config
 from naiad.logs import LogControl
 from naiad.models import ModelState, ServingModel
 from naiad.service import InferenceService
@@ -192,10 +191,7 @@ class DataPlane:
     ) -> None:
         """Load or reload a model (explicit model-control mode only), ``files`` being ``file:`` overrides."""
         self._require_explicit_control()
-        try:
-            override = model_config.config_from_json(config_json) if config_json is not None else None
-        except NaiadError as error:
-            raise load_request_refused(name, error.message) from None
+        override = requested_config(name, config_json)
         await asyncio.to_thread(self.lifecycle.load_model, name, override, files)
 
     async def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:

@@ -738,6 +738,17 @@ def poll_failure(name: str) -> str:
     return f"failed to load '{name}', failed to poll from model repository"
 
 
+def requested_config(name: str, config_json: str | None) -> ModelConfig | None:
+    """The config a load request sends in Triton's JSON (None: none sent); one that is not a config is
+    refused as Triton refuses it (:func:`load_request_refused`)."""
+    if config_json is None:
+        return None
+    try:
+        return model_config.config_from_json(config_json)
+    except NaiadError as error:
+        raise load_request_refused(name, error.message) from None
+
+
 def load_request_refused(name: str, reason: str) -> NaiadError:
     """The answer to a load request whose config or files are unusable: Triton's (500 / INTERNAL, its
     text), with the reason in the log for whoever sent it."""

@@ -13,7 +13,6 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from naiad.cancellation import CancellationToken
-from naiad.config.parsing import config_from_json
 from naiad.errors import ErrorCode, NaiadError, unavailable
 from naiad.inference import (
     InferenceRequest,
@@ -23,7 +22,7 @@ from naiad.inference import (
     ResponseSink,
     Scheduling,
 )
-from naiad.lifecycle import load_request_refused
+from naiad.lifecycle import requested_config
 from naiad.metrics.custom import CustomMetrics
 from naiad.models import ServingModel
 from naiad.protocol.model_config_pb2 import ModelConfig
@@ -219,10 +218,7 @@ class ServerHandle:
         so call from a thread."""
         self._require_explicit_control()
         if isinstance(config, str):
-            try:
-                config = config_from_json(config)
-            except NaiadError as error:
-                raise load_request_refused(name, error.message) from None
+            config = requested_config(name, config)
         self._service.lifecycle.load_model(name, config, files or None)
 
     def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:

@@ -143,7 +143,7 @@ def decode_request(
     return DecodedRequest(request_id, inputs, outputs, parameters, binary_default)
 
 
-def load_json(data: bytes | bytearray, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
+def load_json(data: bytes | bytearray, object_pairs_hook: nesting.ObjectHook | None = None) -> Any:
     """A request body's JSON document; a body that is not JSON is Triton's 500. Bytes that are not
     UTF-8 pass through strings as Triton's parser lets them (kept as surrogate escapes, which
     BYTES data turns back into the same bytes). ``object_pairs_hook``: as for ``json.loads``."""

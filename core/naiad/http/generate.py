@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -87,14 +87,23 @@ class _GenerateReader:
     def __init__(self, model: ServingModel, request_id: str) -> None:
         self.specs = model.signature.inputs
         self.batching = model.signature.max_batch_size > 0
-        self.where = (model.name, request_id)
+        self.where = (model.name, request_id)  # for Triton's words
         self.inputs: dict[str, Tensor] = {}
         self.parameters: dict[str, ParameterValue] = {}
 
     def member(self, key: str, value: Any) -> None:
-        if key in self.inputs:
-            raise invalid_arg(f"{request_prefix(self.where[1])}input '{key}' already exists in request")
-        _convert(key, value, self.specs, self.batching, self.inputs, self.parameters, self.where)
+        """One key of a generate body: an input when it names one (once only), else a parameter."""
+        spec = self.specs.get(key)
+        if spec is not None:
+            if key in self.inputs:
+                raise invalid_arg(f"{request_prefix(self.where[1])}input '{key}' already exists in request")
+            self.inputs[key] = _to_tensor(spec, value, self.batching, self.where)
+        elif isinstance(value, int) and not isinstance(value, bool) and not -INT64_MAX - 1 <= value <= INT64_MAX:
+            self.parameters[key] = float(value)  # as Triton's JSON reader gives an integer beyond int64
+        elif isinstance(value, str | int | float | bool):
+            self.parameters[key] = value
+        else:
+            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
 
     def nested(self, members: Any) -> None:
         """The keys of a ``parameters`` object; what they fail with is prefixed as Triton words it."""
@@ -111,28 +120,6 @@ class _GenerateReader:
             error.message = f"Converting keyword: 'parameters': {error.message}"
             error.args = (error.message,)
             raise
-
-
-def _convert(
-    key: str,
-    value: Any,
-    specs: Mapping[str, InputSpec],
-    batching: bool,
-    inputs: dict[str, Tensor],
-    parameters: dict[str, ParameterValue],
-    where: tuple[str, str],
-) -> None:
-    """One key of a generate body: an input when it names one, else a parameter. ``where``: the model's
-    name and the request's id, for Triton's words."""
-    spec = specs.get(key)
-    if spec is not None:
-        inputs[key] = _to_tensor(spec, value, batching, where)
-    elif isinstance(value, int) and not isinstance(value, bool) and not -INT64_MAX - 1 <= value <= INT64_MAX:
-        parameters[key] = float(value)  # as Triton's JSON reader gives an integer beyond int64
-    elif isinstance(value, str | int | float | bool):
-        parameters[key] = value
-    else:
-        raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
 
 
 def _to_tensor(spec: InputSpec, value: Any, batching: bool, where: tuple[str, str]) -> Tensor:

@@ -17,9 +17,11 @@ def too_deep() -> NaiadError:
     return invalid_arg(f"JSON nesting depth exceeds maximum allowed limit ({MAX_NESTING_DEPTH})")
 
 
-def loads(
-    data: bytes | bytearray | str, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None
-) -> Any:
+ObjectHook = Callable[[list[tuple[str, Any]]], Any]
+"""What builds each JSON object from its members (``json.loads``'s ``object_pairs_hook``)."""
+
+
+def loads(data: bytes | bytearray | str, object_pairs_hook: ObjectHook | None = None) -> Any:
     """``json.loads``; a document nested deeper than the parser can go is Triton's nesting error (400).
 
     Parse errors (``ValueError``) are the caller's to word.

@@ -221,9 +221,7 @@ class PythonModelInstance(ModelInstance):
                 continue
             sender = request._response_sender()
             try:
-                if sender._finish():
-                    continue
-                if sender._taken:
+                if sender._finish() or sender._taken:  # answered, or the model answers it later
                     continue
                 sender._fail(
                     TritonError(

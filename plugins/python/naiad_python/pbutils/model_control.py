@@ -111,13 +111,13 @@ def _version(version: str) -> str:
     if not version:
         return ""
     match = _STOL.match(version)
-    if match is None or int(match.group()) not in _INT64:
+    number = int(match.group()) if match is not None else None
+    if number is None or number not in _INT64:
         raise NaiadError(
             f"failed to get model version from specified version string '{version}' (details: stol), version "
             "should be an integral value > 0",
             ErrorCode.INVALID_ARG,
         )
-    number = int(match.group())
     if number < 0:
         raise NaiadError(
             f"failed to get model version from specified version string '{version}', version should be an "

@@ -33,11 +33,9 @@ class Tensor:
     __slots__ = ("_array", "_bytes", "_core", "_dtype", "_name")
 
     def __init__(self, name: str, numpy_array: npt.ArrayLike) -> None:
-        name = text(name, "Tensor(): the name")
-        if numpy_array is None:
-            raise TypeError(f"Tensor(): the data of tensor '{name}' must be a numpy array, not None")
-        if name == "":
-            raise TritonModelException("Tensor name cannot be an empty string.")
+        if numpy_array is None:  # refused before the name, as in Triton
+            raise TypeError("Tensor(): the data must be a numpy array, not None")
+        name = _tensor_name(name, "Tensor()")
         array = numpy_array if isinstance(numpy_array, np.ndarray) else np.asarray(numpy_array)
         if array.dtype.kind in "biuf" and not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
@@ -72,9 +70,7 @@ class Tensor:
 
         This is the only way to build BF16 tensors.
         """
-        name = text(name, "Tensor.from_dlpack(): the name")
-        if name == "":
-            raise TritonModelException("Tensor name cannot be an empty string.")
+        name = _tensor_name(name, "Tensor.from_dlpack()")
         array, bf16 = dlpack.from_dlpack(capsule)
         if bf16:
             return Tensor._wrap(name, array, BF16)
@@ -143,3 +139,11 @@ def _capture_bytes(array: npt.NDArray[Any]) -> npt.NDArray[np.object_]:
     for index, item in enumerate(array.flat):
         out.flat[index] = bytes(item) if isinstance(item, bytes) else str(item).encode("utf-8")
     return out
+
+
+def _tensor_name(name: object, where: str) -> str:
+    """A tensor's name as text (``bytes`` too, as in Triton); an empty one is refused in Triton's words."""
+    checked = text(name, f"{where}: the name")
+    if checked == "":
+        raise TritonModelException("Tensor name cannot be an empty string.")
+    return checked
