@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,7 +73,9 @@ def start_server(
     ``program`` runs naiad, by default from this interpreter (another environment's: ``[".../bin/naiad"]``).
     """
     http_port, grpc_port, metrics_port = free_ports(3)
-    log = tempfile.NamedTemporaryFile(prefix="naiad-server-", suffix=".log", delete=False)  # noqa: SIM115
+    log = tempfile.NamedTemporaryFile(  # noqa: SIM115
+        prefix="naiad-server-", suffix=".log", dir=_log_directory(), delete=False
+    )
     command = [
         *program,
         "serve",
@@ -96,6 +101,18 @@ def start_server(
         time.sleep(0.05)
     server.stop(5, signal.SIGKILL)
     raise ServerStartError(f"naiad did not become ready within {timeout} s:\n{server.logs()}")
+
+
+@functools.cache
+def _log_directory() -> Path:
+    """Where server logs go: ``$NAIAD_TEST_LOG_DIR`` (kept), else a folder removed when this process exits."""
+    kept = os.environ.get("NAIAD_TEST_LOG_DIR")
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        return Path(kept)
+    directory = tempfile.mkdtemp(prefix="naiad-server-logs-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return Path(directory)
 
 
 def _ready_logged(server: ServerProcess, log_files: list[Path]) -> bool:
