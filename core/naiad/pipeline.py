@@ -60,8 +60,8 @@ def _reshape_outputs(forward: Deliver, reshapes: Mapping[str, Reshape], batch_di
         if response is not None and response.error is None and response.outputs:
             try:
                 response.outputs = [_to_dims(tensor) for tensor in response.outputs]
-            except NaiadError as error:
-                event = ResponseEvent(InferenceResponse(error=error), event.final)
+            except NaiadError as error:  # carried without its traceback, which holds this frame's event
+                event = ResponseEvent(InferenceResponse(error=error.with_traceback(None)), event.final)
         forward(sender, event)
 
     def _to_dims(tensor: Tensor) -> Tensor:
@@ -92,8 +92,8 @@ def _apply_output_options(forward: Deliver, batching: bool, labels: Mapping[str,
         if options is not None and response is not None and response.error is None:
             try:
                 response.outputs = [_shaped(tensor, options.get(tensor.name)) for tensor in response.outputs]
-            except NaiadError as error:
-                event = ResponseEvent(InferenceResponse(error=error), event.final)
+            except NaiadError as error:  # carried without its traceback, which holds this frame's event
+                event = ResponseEvent(InferenceResponse(error=error.with_traceback(None)), event.final)
         forward(sender, event)
 
     def _shaped(tensor: Tensor, option: RequestedOutput | None) -> Tensor:

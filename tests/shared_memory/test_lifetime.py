@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
@@ -56,26 +57,64 @@ def _slow_request(
     return client.async_infer("slow_echo", [data, opener], outputs=[requested])
 
 
-def test_unregister_while_in_use_unmaps_when_the_request_finishes(
+def test_a_region_in_use_is_not_unregistered_until_its_request_is_answered(
     server: ServerProcess, client: httpclient.InferenceServerClient, registered: Registered, tmp_path: Path
 ) -> None:
-    inputs, in_key, _ = registered(16, DATA)
+    """Triton's answers: the region stays registered (and mapped) while a request uses it."""
     outputs, out_key, out_handle = registered(16)
+    inputs, in_key, _ = registered(16, DATA)
+    _, spare_key, _ = registered(16)
     gate = tmp_path / "open"
     pending = _slow_request(client, inputs, outputs, gate)
-    time.sleep(0.5)  # the request is in the model, holding both windows
-    client.unregister_system_shared_memory()
-    assert client.get_system_shared_memory_status() == []
-    assert _mapped(server, in_key)  # not unmapped under the request
-    assert _mapped(server, out_key)
-    client.register_system_shared_memory(inputs, in_key, 16)  # the name is free again at once
+    time.sleep(1.0)  # the request is in the model, holding both windows
+    with pytest.raises(InferenceServerException) as caught:
+        client.unregister_system_shared_memory(outputs)
+    assert caught.value.status() == "500"
+    assert caught.value.message() == f"Cannot unregister shared memory region '{outputs}', it is currently in use."
+    with pytest.raises(InferenceServerException) as caught:
+        client.unregister_system_shared_memory()
+    in_use = sorted([inputs, outputs])
+    assert caught.value.message() == (
+        f"Failed to unregister the following system shared memory regions: {in_use[0]} ,{in_use[1]} ,"
+    )
+    assert sorted(region["name"] for region in client.get_system_shared_memory_status()) == in_use
+    assert not _mapped(server, spare_key)  # the free one went
+    assert _mapped(server, in_key)
     gate.touch()
     pending.get_result(timeout=30)
     np.testing.assert_array_equal(shm.get_contents_as_numpy(out_handle, np.float32, [4]), DATA * 2)
-    assert _eventually(lambda: not _mapped(server, out_key))  # its last user is gone
-    assert _mapped(server, in_key)  # registered again
-    client.unregister_system_shared_memory(inputs)
-    assert _eventually(lambda: not _mapped(server, in_key))
+    client.unregister_system_shared_memory()  # answered: nothing uses them now
+    assert client.get_system_shared_memory_status() == []
+    assert _eventually(lambda: not _mapped(server, in_key) and not _mapped(server, out_key))
+
+
+def test_a_region_in_use_over_grpc_is_refused_with_grpc_internal(
+    server: ServerProcess, client: httpclient.InferenceServerClient, registered: Registered, tmp_path: Path
+) -> None:
+    inputs, _, _ = registered(16, DATA)
+    outputs, _, _ = registered(16)
+    gate = tmp_path / "open"
+    with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
+        data = grpcclient.InferInput("INPUT0", [4], "FP32")
+        data.set_shared_memory(inputs, 16)
+        opener = grpcclient.InferInput("GATE", [1], "BYTES")
+        opener.set_data_from_numpy(np.array([str(gate).encode()], dtype=np.object_))
+        requested = grpcclient.InferRequestedOutput("OUTPUT0")
+        requested.set_shared_memory(outputs, 16)
+        results: list[tuple[object, object]] = []
+        grpc.async_infer(
+            "slow_echo", [data, opener], lambda result, error: results.append((result, error)), outputs=[requested]
+        )
+        time.sleep(1.0)  # the request is in the model, holding both windows
+        with pytest.raises(InferenceServerException) as caught:
+            grpc.unregister_system_shared_memory(inputs)
+        assert caught.value.status() == "StatusCode.INTERNAL"
+        assert caught.value.message() == f"Cannot unregister shared memory region '{inputs}', it is currently in use."
+        gate.touch()
+        assert _eventually(lambda: bool(results))
+        assert results[0][1] is None
+        grpc.unregister_system_shared_memory()
+        assert grpc.get_system_shared_memory_status().regions == {}
 
 
 def test_an_input_only_region_is_never_mapped_writable(

@@ -61,12 +61,30 @@ def test_windows_outside_the_region_are_refused(
     assert caught.value.code is ErrorCode.INVALID_ARG
 
 
-def test_a_view_outlives_unregistering(registry: SharedMemoryRegistry, region: Region) -> None:
+def test_a_live_window_keeps_its_region_registered(registry: SharedMemoryRegistry, region: Region) -> None:
+    _, key, _ = region(64)
+    registry.register_system("r", key, 0, 64)
+    registry.register_system("free", key, 0, 64)
+    window = registry.window(RegionReference("r", 0, 4), writable=False)
+    with pytest.raises(NaiadError) as caught:
+        registry.unregister(SYSTEM, "r")
+    assert caught.value.code is ErrorCode.INTERNAL
+    assert caught.value.message == "Cannot unregister shared memory region 'r', it is currently in use."
+    with pytest.raises(NaiadError) as caught:
+        registry.unregister(SYSTEM)
+    assert caught.value.message == "Failed to unregister the following system shared memory regions: r ,"
+    assert [status["name"] for status in registry.status(SYSTEM)] == ["r"]
+    del window
+    registry.unregister(SYSTEM)
+    assert registry.status(SYSTEM) == []
+
+
+def test_a_view_outlives_the_server_closing_its_regions(registry: SharedMemoryRegistry, region: Region) -> None:
     _, key, handle = region(64)
     handle._mpsm_handle.buf[:4] = b"keep"
     registry.register_system("r", key, 0, 64)
     window = registry.window(RegionReference("r", 0, 4), writable=False)
-    registry.unregister(SYSTEM, "r")
+    registry.close()
     assert registry.status(SYSTEM) == []
     assert window.memory is not None
     assert bytes(window.memory) == b"keep"

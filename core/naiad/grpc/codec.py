@@ -27,7 +27,14 @@ from naiad.grpc.status import cut_details
 from naiad.inference import InferenceResponse, ParameterValue, RequestedOutput
 from naiad.models import ModelSignature
 from naiad.protocol import grpc_service_pb2 as pb
-from naiad.shared_memory import RegionDestination, RegionReference, SharedMemoryRegistry, input_tensor, window_of
+from naiad.shared_memory import (
+    RegionDestination,
+    RegionReference,
+    SharedMemoryRegistry,
+    Window,
+    input_tensor,
+    window_of,
+)
 from naiad.tensor import Tensor
 from naiad.validation import (
     first_in_triton_order,
@@ -92,6 +99,7 @@ class DecodedRequest:
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
     enable_empty_final: bool = False
     in_shared_memory: frozenset[str] = frozenset()  # outputs written to shared memory: no data in responses
+    input_windows: tuple[Window, ...] = ()  # keep their regions in use until the request is answered
 
 
 def parse_version(text: str) -> str:
@@ -191,6 +199,7 @@ def decode_request(
     inputs: list[Tensor] = []
     mismatched: dict[str, str] = {}  # messages, not errors: an error's traceback would hold the request
     seen: set[str] = set()
+    windows: list[Window] = []
     index = 0
     for tensor in request.inputs:
         if tensor.name in seen:
@@ -204,7 +213,7 @@ def decode_request(
                     f"unexpected 'content' provided when using shared memory for input tensor '{tensor.name}' "
                     f"for model '{model_name}'"
                 )
-            decode = partial(_shared_tensor, tensor, reference, shared_memory, model_name, request.id)
+            decode = partial(_shared_tensor, tensor, reference, shared_memory, model_name, request.id, windows)
         else:
             if raw and tensor.HasField("contents"):
                 raise invalid_arg(
@@ -233,7 +242,7 @@ def decode_request(
         validate_inputs(model_name, signature, inputs, request.id)
         raise ByteSizeMismatch(first_in_triton_order(mismatched, [tensor.name for tensor in inputs]))
     in_shared_memory = frozenset(output.name for output in outputs if output.destination is not None)
-    return DecodedRequest(request.id, inputs, outputs, parameters, enable_empty_final, in_shared_memory)
+    return DecodedRequest(request.id, inputs, outputs, parameters, enable_empty_final, in_shared_memory, tuple(windows))
 
 
 _SharedTensor = pb.ModelInferRequest.InferInputTensor | pb.ModelInferRequest.InferRequestedOutputTensor
@@ -281,8 +290,10 @@ def _shared_tensor(
     shared_memory: SharedMemoryRegistry | None,
     model_name: str,
     request_id: str,
+    windows: list[Window],
 ) -> Tensor:
     window = window_of(shared_memory, reference, writable=False)
+    windows.append(window)
     datatype = datatypes.BY_WIRE.get(tensor.datatype)
     if datatype is None:
         return Tensor(tensor.name, "<invalid>", np.empty(0, dtype=np.uint8))

@@ -56,6 +56,7 @@ class DecodedRequest:
     outputs: list[RequestedOutput]
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
     binary_default: bool = False
+    input_windows: tuple[Window, ...] = ()  # keep their regions in use until the request is answered
 
 
 @dataclass(slots=True)
@@ -140,7 +141,8 @@ def decode_request(
         offset += tensor.data.size
     if mismatched:
         raise ByteSizeMismatch(first_in_triton_order(mismatched, [tensor.name for tensor in declared]))
-    return DecodedRequest(request_id, inputs, outputs, parameters, binary_default)
+    windows = tuple(tensor.data.window for tensor in declared if tensor.data.window is not None)
+    return DecodedRequest(request_id, inputs, outputs, parameters, binary_default, windows)
 
 
 def load_json(data: bytes | bytearray, object_pairs_hook: nesting.ObjectHook | None = None) -> Any:

@@ -2,13 +2,16 @@
 
 Frontends register, unregister and report regions here, and resolve a request's
 ``shared_memory_region``/``_offset``/``_byte_size`` parameters to a checked window of one. A
-window holds its region: unregistering removes the name at once (it may be registered again) and
-the memory stays mapped until the last request using it has finished.
+region is in use while a window of it lives (a decoded request holds its windows until it is
+answered): unregistering a region in use is refused, as Triton refuses it.
 """
 
 from __future__ import annotations
 
+import gc
+import logging
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +20,8 @@ from naiad.shared_memory.cuda import CudaRegion, CudaRuntime, CudaWindow, no_gpu
 from naiad.shared_memory.system import SystemRegion
 
 Region = SystemRegion | CudaRegion
+
+logger = logging.getLogger(__name__)
 
 SYSTEM = "system"
 CUDA = "cuda"
@@ -31,7 +36,7 @@ class RegionReference:
     byte_size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True, eq=False)
 class Window:
     """A checked window of a region: host memory (``memory``) or device memory (``device``)."""
 
@@ -46,6 +51,7 @@ class SharedMemoryRegistry:
 
     def __init__(self) -> None:
         self._regions: dict[str, Region] = {}
+        self._windows: dict[str, weakref.WeakSet[Window]] = {}  # the live windows of each region
         self._lock = threading.Lock()
         # Looking for a CUDA device starts the driver (a fraction of a second on a GPU machine): it is
         # done once, on a thread of its own, from the start, never on the event loop of a request.
@@ -89,12 +95,34 @@ class SharedMemoryRegistry:
             raise NaiadError(f"shared memory region '{name}' already in manager", ErrorCode.ALREADY_EXISTS)
 
     def unregister(self, kind: str, name: str = "") -> None:
-        """Forget one region of ``kind`` (no error if there is none), or every one of ``kind``."""
+        """Forget one region of ``kind`` (no error if there is none), or every one of ``kind``; a region a
+        request still uses stays, and is named in the error (INTERNAL, Triton's words)."""
+        in_use = self._remove(kind, name)
+        if in_use:  # an answered request's windows may wait in a reference cycle for the collector
+            gc.collect()
+            in_use = self._remove(kind, name)
+        if in_use and name:
+            raise NaiadError(f"Cannot unregister shared memory region '{name}', it is currently in use.")
+        if in_use:
+            label = "cuda" if kind == CUDA else "system"
+            message = f"Failed to unregister the following {label} shared memory regions: " + "".join(
+                f"{n} ," for n in in_use
+            )
+            logger.error("%s (requests in flight still use them; unregister them once answered)", message)
+            raise NaiadError(message)
+
+    def _remove(self, kind: str, name: str) -> list[str]:
+        """Remove region ``name`` of ``kind`` (every one: ``""``) unless in use; the names in use."""
         with self._lock:
-            names = [name] if name else list(self._regions)
-            removed = [self._regions.pop(n) for n in names if n in self._regions and self._regions[n].kind == kind]
+            names = [name] if name else sorted(self._regions)
+            of_kind = [n for n in names if n in self._regions and self._regions[n].kind == kind]
+            in_use = [n for n in of_kind if self._windows.get(n)]
+            removed = [self._regions.pop(n) for n in of_kind if n not in in_use]
+            for region in removed:
+                self._windows.pop(region.name, None)
         for region in removed:
             region.close()
+        return in_use
 
     def status(self, kind: str, name: str = "") -> list[dict[str, Any]]:
         """The status of one region of ``kind``, or of every one (by name, as Triton lists them)."""
@@ -113,9 +141,13 @@ class SharedMemoryRegistry:
         return [region.status()]
 
     def close(self) -> None:
-        """Unregister everything (the server is stopping)."""
-        self.unregister(SYSTEM)
-        self.unregister(CUDA)
+        """Forget every region, in use or not (the server is stopping; a view still held keeps its memory)."""
+        with self._lock:
+            removed = list(self._regions.values())
+            self._regions.clear()
+            self._windows.clear()
+        for region in removed:
+            region.close()
 
     # -- windows for requests ------------------------------------------------------------------
 
@@ -131,9 +163,14 @@ class SharedMemoryRegistry:
         if byte_size <= 0 or offset + byte_size > region.byte_size:
             raise invalid_arg(f"Invalid offset + byte size for shared memory region: '{reference.region}'")
         if isinstance(region, CudaRegion):
-            return Window(region.name, byte_size, device=region.window(offset, byte_size))
-        view = region.write_view(offset, byte_size) if writable else region.read_view(offset, byte_size)
-        return Window(region.name, byte_size, memory=view)
+            window = Window(region.name, byte_size, device=region.window(offset, byte_size))
+        else:
+            view = region.write_view(offset, byte_size) if writable else region.read_view(offset, byte_size)
+            window = Window(region.name, byte_size, memory=view)
+        with self._lock:
+            if self._regions.get(reference.region) is region:
+                self._windows.setdefault(region.name, weakref.WeakSet()).add(window)
+        return window
 
 
 def window_of(registry: SharedMemoryRegistry | None, reference: RegionReference, *, writable: bool) -> Window:
