@@ -386,6 +386,26 @@ def test_without_a_server_cache_a_model_that_enables_it_runs_every_request(tmp_p
         process.stop()
 
 
+def test_an_ensemble_written_decoupled_may_not_enable_the_cache(tmp_path: Path) -> None:
+    """Triton checks the config as written, before its steps (none decoupled here) decide what it is."""
+    repository = ModelRepositoryBuilder(tmp_path)
+    repository.add_python_model("step", COUNTER, COUNTER_CONFIG.format(cache=""))
+    written = ENSEMBLE_CONFIG + "model_transaction_policy { decoupled: true }"
+    repository.add_model("ensemble", written, {"1/.keep": ""})
+    process = start_server([tmp_path], "--cache-config=local,size=4096")
+    try:
+        index = httpclient.InferenceServerClient(process.http_url).get_model_repository_index()
+        states = {entry["name"]: (entry["state"], entry.get("reason", "")) for entry in index}
+        assert states["step"] == ("READY", "")
+        assert states["ensemble"] == (
+            "UNAVAILABLE",
+            "Invalid argument: model 'ensemble': Response Cache does not currently support model ensemble with "
+            "'decoupled' transaction policy. Please disable the response cache.",
+        )
+    finally:
+        process.stop()
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -394,6 +414,10 @@ def test_without_a_server_cache_a_model_that_enables_it_runs_every_request(tmp_p
         (("--cache-config=local,size=abc",), "the size must be a whole number of bytes > 0"),
         (("--cache-config=local,bogus=1",), "unknown setting 'bogus'"),
         (("--cache-config=local",), "is not <cache>,<key>=<value>"),
+        (
+            ("--cache-config=local,size=10", "--response-cache-byte-size=10"),
+            "Incompatible flags --response-cache-byte-size and --cache-config both provided",
+        ),
     ],
 )
 def test_a_cache_config_naiad_cannot_use_stops_it_at_startup(

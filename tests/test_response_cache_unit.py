@@ -37,10 +37,9 @@ def test_cache_config_flags() -> None:
     assert parse_cache_config([]) is None
     assert parse_cache_config(["local,size=1048576"]) == CacheSettings("local", 1048576)
     assert parse_cache_config([], byte_size=4096) == CacheSettings("local", 4096)  # --response-cache-byte-size
-    assert parse_cache_config(["local,size=10"], byte_size=4096) == CacheSettings("local", 10)
     for entries, message in (
         (["redis,host=x"], "no cache named 'redis'"),
-        (["local,size=10", "redis,size=10"], "names two caches"),
+        (["local,size=10", "redis,size=10"], "found multiple cache configurations"),
         (["local,size=-5"], "whole number of bytes > 0"),
         (["local,size="], "whole number of bytes > 0"),
         (["local,size=10", "local,eviction=lru"], "unknown setting 'eviction'"),
@@ -51,6 +50,12 @@ def test_cache_config_flags() -> None:
             parse_cache_config(entries)
     with pytest.raises(ValueError, match="whole number of bytes > 0"):
         parse_cache_config([], byte_size=0)
+    with pytest.raises(ValueError, match=r"^Incompatible flags") as caught:  # Triton's words
+        parse_cache_config(["local,size=10"], byte_size=4096)
+    assert str(caught.value) == (
+        "Incompatible flags --response-cache-byte-size and --cache-config both provided. Please provide one or the "
+        "other."
+    )
 
 
 def test_keys_name_the_inputs_their_shapes_and_parameters() -> None:
@@ -87,11 +92,13 @@ def test_the_least_recently_used_entries_make_room() -> None:
 def test_an_entry_larger_than_the_cache_is_not_kept(caplog: pytest.LogCaptureFixture) -> None:
     cache = ResponseCache(capacity=1000)
     cache.insert(b"a", response(100))
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.ERROR):
         cache.insert(b"big", response(5000))
     assert cache.lookup(b"big", ["OUT"], 0) is None
     assert cache.lookup(b"a", ["OUT"], 0) is not None  # nothing was evicted for it
-    assert "larger than the whole response cache (1000 bytes)" in caplog.text
+    assert "Failed to insert key [" in caplog.text  # Triton's words
+    assert "into response cache: Requested byte_size: " in caplog.text
+    assert "is greater than total cache size: 1000" in caplog.text
 
 
 def test_a_hit_needs_every_output_asked_for_and_gets_copies() -> None:

@@ -220,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME:COUNT[:DEVICE]",
-        help="total of a rate-limiter resource (default: the most any one instance asks for)",
+        help="total of a rate-limiter resource (with none given: the most any one instance asks for; once one is "
+        "given, a resource it does not name has none)",
     )
     serve.add_argument(
         "--model-control-mode",

@@ -63,9 +63,14 @@ def parse_cache_config(entries: list[str], byte_size: int | None = None) -> Cach
     """The cache ``--cache-config`` entries (``local,size=1048576``) ask for; None without any.
 
     ``byte_size`` is the deprecated ``--response-cache-byte-size``, which Triton reads as
-    ``local,size=N`` when no ``--cache-config`` is given. Raises ValueError naming the entry that
-    naiad cannot use.
+    ``local,size=N``; with ``--cache-config`` too it is refused, as Triton refuses it. Raises
+    ValueError naming the entry that naiad cannot use.
     """
+    if entries and byte_size is not None:  # Triton's words
+        raise ValueError(
+            "Incompatible flags --response-cache-byte-size and --cache-config both provided. Please provide one or "
+            "the other."
+        )
     if not entries:
         if byte_size is None:
             return None
@@ -78,7 +83,10 @@ def parse_cache_config(entries: list[str], byte_size: int | None = None) -> Cach
         if not cache or not equals or not key:
             raise ValueError(f"--cache-config '{entry}' is not <cache>,<key>=<value>, e.g. local,size=1048576")
         if name and cache != name:
-            raise ValueError(f"--cache-config names two caches, '{name}' and '{cache}'; a server keeps one")
+            raise ValueError(
+                f"--cache-config: found multiple cache configurations ('{name}' and '{cache}'), but only a single "
+                "cache is currently supported"
+            )
         name = cache
         settings[key] = value
     if name != LOCAL_CACHE:
@@ -172,10 +180,11 @@ class ResponseCache:
         the whole cache is not stored."""
         started = time.monotonic_ns()
         entry = CachedResponse.of(response)
-        if entry.size > self.capacity:
-            logger.warning(
-                "a response of %d bytes is larger than the whole response cache (%d bytes) and is not cached; "
-                "raise --cache-config local,size=BYTES to cache it",
+        if entry.size > self.capacity:  # Triton's words, then what to do
+            logger.error(
+                "Failed to insert key [%s] into response cache: Requested byte_size: %d is greater than total cache "
+                "size: %d (raise --cache-config local,size=BYTES to cache it)",
+                key.hex()[:16],
                 entry.size,
                 self.capacity,
             )

@@ -196,11 +196,13 @@ def test_kind_gpu_with_gpus() -> None:
         ),
         (
             SEQ + "sequence_batching { } response_cache { enable: true }",
-            "response_cache.enable is not supported with sequence_batching",
+            "Response Cache does not currently support model m with sequence batching scheduler. Please disable "
+            "the response cache.",
         ),
         (
             PY + "model_transaction_policy { decoupled: true } response_cache { enable: true }" + IO,
-            "response_cache.enable is not supported for decoupled models",
+            "Response Cache does not currently support model m with 'decoupled' transaction policy. Please disable "
+            "the response cache.",
         ),
         (
             'backend: "python" instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]' + IO,

@@ -197,6 +197,19 @@ def test_higher_priority_goes_first() -> None:
     assert ids(second.requests) == ["low"]
 
 
+def test_the_largest_number_of_priority_levels_costs_only_the_levels_used() -> None:
+    """Triton's QA loads priority_levels 2**64 - 1; a queue per level made up front never finished."""
+    clock = FakeClock()
+    batcher = former(clock, max_batch_size=4, priority_levels=2**64 - 1, default_priority_level=2**32)
+    batcher.enqueue(make_request(priority=2**64 - 1, tag="last"))
+    batcher.enqueue(make_request(priority=0, tag="default"))
+    batcher.enqueue(make_request(priority=7, tag="seventh"))
+    batch = batcher.next_batch()
+    assert batch is not None
+    assert ids(batch.requests) == ["seventh", "default", "last"]
+    assert len(batcher) == 0
+
+
 def test_full_queue_is_rejected_with_tritons_error() -> None:
     clock = FakeClock()
     batcher = former(clock, default_policy=QueuePolicy(max_queue_size=2), max_queue_delay_us=1000)

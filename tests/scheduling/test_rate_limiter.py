@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from naiad.errors import ErrorCode, NaiadError
 from naiad.scheduling.rate_limiter import GLOBAL_DEVICE, RateLimiter, ResourceNeeds, _Waiter, parse_resource
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
@@ -32,8 +33,37 @@ def test_resources_default_to_the_largest_need_and_exclude_each_other() -> None:
 
 def test_explicit_totals_refuse_instances_that_could_never_run() -> None:
     limiter = RateLimiter({("R", GLOBAL_DEVICE): 1})
-    with pytest.raises(ValueError, match=r"needs 2 of rate-limiter resource 'R' .* --rate-limit-resource=R:2"):
+    with pytest.raises(NaiadError) as caught:
         limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 2}), "greedy")
+    assert caught.value.code is ErrorCode.INVALID_ARG
+    assert caught.value.message.startswith(  # Triton's words, then which model and what to do
+        'Resource count for "R" is limited to 1 which will prevent scheduling of one or more model instances, '
+        "the minimum required count is 2 (model 'greedy'; raise it with --rate-limit-resource=R:2)"
+    )
+
+
+def test_once_any_total_is_given_a_resource_not_named_has_none() -> None:
+    limiter = RateLimiter({("R", GLOBAL_DEVICE): 4})
+    with pytest.raises(NaiadError, match=r'Resource count for "S" is limited to 0 .* minimum required count is 1'):
+        limiter.register(ResourceNeeds({("S", GLOBAL_DEVICE): 1}), "other")
+
+
+def test_a_global_resource_takes_the_largest_total_given_for_any_device() -> None:
+    limiter = RateLimiter({("R", 0): 1, ("R", 1): 3})
+    limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 3}), "wide")
+    with pytest.raises(NaiadError, match=r"limited to 3 .* minimum required count is 4"):
+        limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 4}), "wider")
+
+
+def test_a_resource_is_global_or_per_device_never_both() -> None:
+    limiter = RateLimiter({})
+    limiter.register(ResourceNeeds({("R", GLOBAL_DEVICE): 1}), "a")
+    with pytest.raises(NaiadError) as caught:
+        limiter.register(ResourceNeeds({("R", 0): 1}), "b")
+    assert caught.value.code is ErrorCode.INVALID_ARG
+    assert caught.value.message == (
+        'Resource "R" is present as both global and device-specific resource in the model configuration.'
+    )
 
 
 def test_a_total_without_a_device_counts_for_each_device() -> None:
@@ -50,7 +80,7 @@ def test_a_total_without_a_device_counts_for_each_device() -> None:
     limiter.release(first)
     limiter.release(second)
     worker.join()
-    with pytest.raises(ValueError, match=r"needs 3 of rate-limiter resource 'R' \(device 1\)"):
+    with pytest.raises(NaiadError, match=r'Resource count for "R" is limited to 2 .* minimum required count is 3'):
         limiter.register(ResourceNeeds({("R", 1): 3}), "greedy")
 
 
@@ -59,6 +89,8 @@ def test_parse_resource() -> None:
     assert parse_resource("mem:2:1") == (("mem", 1), 2)
     with pytest.raises(ValueError, match="expected <name>:<count>"):
         parse_resource("R")
+    with pytest.raises(ValueError, match="must be whole numbers, got 'R:abc'"):
+        parse_resource("R:abc")
 
 
 SLOW = """
@@ -106,6 +138,22 @@ def test_models_sharing_a_resource_take_turns(
     server = naiad_server(model_repository.root, args=(f"--rate-limit={mode}",))
     elapsed = _two_slow_requests(server)
     assert (elapsed >= 1.6) is serialised
+
+
+def test_a_model_needing_more_than_the_command_line_gives_fails_to_load_with_tritons_reason(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess]
+) -> None:
+    model_repository.add_python_model("first", SLOW, LIMITED)
+    model_repository.add_python_model("greedy", SLOW, LIMITED.replace("count: 1", "count: 4"))
+    server = naiad_server(model_repository.root, args=("--rate-limit=execution_count", "--rate-limit-resource=R:1"))
+    client = httpclient.InferenceServerClient(server.http_url)
+    index = {entry["name"]: entry for entry in client.get_model_repository_index()}
+    assert index["first"]["state"] == "READY"
+    assert index["greedy"]["state"] == "UNAVAILABLE"
+    assert index["greedy"]["reason"].startswith(
+        'Invalid argument: Resource count for "R" is limited to 1 which will prevent scheduling of one or more '
+        "model instances, the minimum required count is 4"
+    )
 
 
 def _take_turns(limiter: RateLimiter, waiter: _Waiter, name: str, turns: int, order: list[str]) -> None:

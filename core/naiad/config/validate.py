@@ -71,6 +71,19 @@ def validate_config(
         raise ConfigInvalid(config.name or model_dir_name or "<unnamed>", checker.problems)
 
 
+def decoupled_cache_problem(config: ModelConfig) -> str | None:
+    """Triton's words for a config that enables the response cache of a decoupled model, if it does.
+
+    An ensemble is checked on its config as written, before its steps decide whether it is decoupled.
+    """
+    if config.response_cache.enable and config.model_transaction_policy.decoupled:
+        return (
+            f"Response Cache does not currently support model {config.name} with 'decoupled' transaction policy. "
+            "Please disable the response cache."
+        )
+    return None
+
+
 def _fmt(values: Iterable[object]) -> str:
     return "[" + ", ".join(str(v) for v in values) + "]"
 
@@ -116,11 +129,9 @@ class _Checker:
             self.dynamic_batching(config.dynamic_batching)
         elif choice == "sequence_batching":
             self.sequence_batching(config.sequence_batching)
-        if config.response_cache.enable and config.model_transaction_policy.decoupled:
-            self.fail(
-                "response_cache.enable is not supported for decoupled models"
-                " (model_transaction_policy.decoupled: true); disable one of them"
-            )
+        cached_decoupled = decoupled_cache_problem(config)
+        if cached_decoupled:
+            self.fail(cached_decoupled)
         if not self.is_ensemble:
             for index, group in enumerate(config.instance_group):
                 self.instance_group(index, group)
@@ -316,7 +327,10 @@ class _Checker:
             if any(d < 1 and d != -1 for d in state.dims):  # no dims at all is a scalar state, as in Triton
                 self.fail(f"{state_where}: dims {_fmt(state.dims)}: give each dimension as >= 1 or -1")
         if self.config.response_cache.enable:
-            self.fail("response_cache.enable is not supported with sequence_batching; disable the cache")
+            self.fail(  # Triton's words
+                f"Response Cache does not currently support model {self.config.name} with sequence batching "
+                "scheduler. Please disable the response cache."
+            )
 
     def control(self, where: str, kind: str, control: ModelSequenceBatching.Control) -> None:
         if control.kind == _CONTROL.CONTROL_SEQUENCE_CORRID:

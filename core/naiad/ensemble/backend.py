@@ -12,6 +12,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from naiad.backend_model import BackendModel
+from naiad.config.validate import ConfigInvalid, decoupled_cache_problem
 from naiad.contexts import ModelLoadContext, SchedulerContext
 from naiad.ensemble.composition import check_composition
 from naiad.ensemble.graph import EnsembleGraph
@@ -77,6 +78,9 @@ def naiad_load_model(context: ModelLoadContext) -> EnsembleModel:
     server = context.server
     if server is None:
         raise NaiadError(f"ensemble '{config.name}' needs a server to run its steps on")
+    cached_decoupled = decoupled_cache_problem(config)  # as written: the steps decide what it is next
+    if cached_decoupled:
+        raise ConfigInvalid(config.name, [cached_decoupled])
     graph = EnsembleGraph.of(config)
 
     def config_of(name: str, version: int) -> ModelConfig:

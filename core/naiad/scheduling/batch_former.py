@@ -130,16 +130,16 @@ class BatchFormer:
     def __init__(self, rules: BatchingRules, clock: Clock) -> None:
         self.rules = rules
         self._clock = clock
-        levels = max(rules.priority_levels, 1)
-        # Per level: requests in arrival order, then requests whose DELAY timeout passed.
-        self._queues: list[deque[Queued]] = [deque() for _ in range(levels)]
-        self._delayed: list[deque[Queued]] = [deque() for _ in range(levels)]
+        # Per level (0-based, made when first used: a config may declare 2**64 - 1 levels): requests in
+        # arrival order, then requests whose DELAY timeout passed.
+        self._queues: dict[int, deque[Queued]] = {}
+        self._delayed: dict[int, deque[Queued]] = {}
         policies = [rules.default_policy, *rules.level_policies.values()]
         # Whether any queue policy can time a request out.
         self.has_timeouts = any(policy.default_timeout_us or policy.allow_timeout_override for policy in policies)
 
     def __len__(self) -> int:
-        return sum(len(queue) for queue in self._queues) + sum(len(queue) for queue in self._delayed)
+        return sum(len(queue) for queue in self._queues.values()) + sum(len(queue) for queue in self._delayed.values())
 
     def level_of(self, request: InferenceRequest) -> int:
         """1-based priority level; 0 or out-of-range priorities get the default level."""
@@ -155,18 +155,22 @@ class BatchFormer:
         level = self.level_of(request)
         policy = self.rules.policy(level)
         index = level - 1
-        if policy.max_queue_size and len(self._queues[index]) + len(self._delayed[index]) >= policy.max_queue_size:
+        queue = self._queues.get(index)
+        if queue is None:
+            queue = self._queues[index] = deque()
+            self._delayed[index] = deque()
+        if policy.max_queue_size and len(queue) + len(self._delayed[index]) >= policy.max_queue_size:
             raise unavailable(f"{request_prefix(request.id)}Exceeds maximum queue size")
         now = self._clock()
         timeout_us = policy.timeout_us(request.timeout_us)
         deadline = now + timeout_us * _NS_PER_US if timeout_us else None
-        self._queues[index].append(Queued(request, now, deadline, shape_key(request, self.rules.ragged_inputs, True)))
+        queue.append(Queued(request, now, deadline, shape_key(request, self.rules.ragged_inputs, True)))
 
     def expire(self) -> list[InferenceRequest]:
         """Apply queue timeouts: REJECT ones are removed and returned, DELAY ones move back."""
         now = self._clock()
         rejected: list[InferenceRequest] = []
-        for index, queue in enumerate(self._queues):
+        for index, queue in list(self._queues.items()):
             if not any(item.deadline_ns is not None and item.deadline_ns <= now for item in queue):
                 continue
             policy = self.rules.policy(index + 1)
@@ -186,14 +190,14 @@ class BatchFormer:
         """Remove and return queued requests whose clients went away."""
         dropped: list[InferenceRequest] = []
         for queues in (self._queues, self._delayed):
-            for index, queue in enumerate(queues):
+            for index, queue in list(queues.items()):
                 if any(item.request.is_cancelled() for item in queue):
                     dropped.extend(item.request for item in queue if item.request.is_cancelled())
                     queues[index] = deque(item for item in queue if not item.request.is_cancelled())
         return dropped
 
     def _ordered(self) -> Iterator[tuple[deque[Queued], Queued]]:
-        for index in range(len(self._queues)):
+        for index in sorted(self._queues):
             for queue in (self._queues[index], self._delayed[index]):
                 for item in queue:
                     yield queue, item

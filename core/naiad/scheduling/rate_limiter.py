@@ -10,8 +10,8 @@ finished an execution and has more work competes for the next turn with those al
 Triton re-stages an instance whose model has requests queued: it keeps its resources until it asks
 again (:meth:`RateLimiter.release` with ``keep``) or finds no work (:meth:`RateLimiter.end_turn`).
 Resource totals come from ``--rate-limit-resource=<name>:<count>[:<device>]`` (without a device:
-the global resource's count, and each device's), or default to the largest amount any single
-instance asks for.
+the global resource's count, and each device's; once any is given, a resource it does not name has
+none), or, with none given, default to the largest amount any single instance asks for.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from naiad.errors import ErrorCode, NaiadError
 
 GLOBAL_DEVICE = -1
 
@@ -53,34 +55,48 @@ class RateLimiter:
 
     def __init__(self, explicit: Mapping[ResourceKey, int]) -> None:
         self._explicit = dict(explicit)
-        self._totals = dict(explicit)
-        self._free = dict(explicit)
+        self._totals: dict[ResourceKey, int] = {}
+        self._free: dict[ResourceKey, int] = {}
         self._lock = threading.Lock()
         self._waiters: list[_Waiter] = []
         self._asks = 0
 
     def register(self, needs: ResourceNeeds, model: str) -> _Waiter:
-        """Add an instance; resources not set on the command line grow to what it needs."""
+        """Add an instance. Without ``--rate-limit-resource`` a resource grows to the most any instance
+        needs; with it, as in Triton, a resource it does not name has none (INVALID_ARG when needed)."""
         with self._lock:
             for (name, device), amount in needs.amounts.items():
+                self._check_scope(name, device, needs)
                 key = (name, device)
-                every_device = self._explicit.get((name, GLOBAL_DEVICE))
-                if key not in self._explicit and every_device is not None:
-                    # as Triton, a --rate-limit-resource without a device counts for each device
-                    self._explicit[key] = self._totals[key] = self._free[key] = every_device
-                total = self._totals.get(key, 0)
-                if key in self._explicit and amount > total:
-                    where = "global" if device == GLOBAL_DEVICE else f"device {device}"
-                    raise ValueError(
-                        f"model '{model}' needs {amount} of rate-limiter resource '{name}' ({where}) but only "
-                        f"{total} exist; raise it with --rate-limit-resource={name}:{amount}"
-                    )
-                if amount > total:
-                    self._free[key] = self._free.get(key, 0) + amount - total
+                if self._explicit:
+                    if key not in self._totals:
+                        self._totals[key] = self._free[key] = self._explicit_count(name, device)
+                    if amount > self._totals[key]:
+                        raise _too_few(name, self._totals[key], amount, model)
+                elif amount > self._totals.get(key, 0):
+                    self._free[key] = self._free.get(key, 0) + amount - self._totals.get(key, 0)
                     self._totals[key] = amount
             waiter = _Waiter(needs)
             self._waiters.append(waiter)
             return waiter
+
+    def _explicit_count(self, name: str, device: int) -> int:
+        """What the command line gives resource ``name``: for a global resource the most it gives on any
+        device; for one of a device, that device's count or the count given without a device."""
+        if device == GLOBAL_DEVICE:
+            return max((count for (named, _), count in self._explicit.items() if named == name), default=0)
+        return max(self._explicit.get((name, device), 0), self._explicit.get((name, GLOBAL_DEVICE), 0))
+
+    def _check_scope(self, name: str, device: int, needs: ResourceNeeds) -> None:
+        """A resource is global or per device, never both (Triton's INVALID_ARG)."""
+        is_global = device == GLOBAL_DEVICE
+        for other in (needs, *(waiter.needs for waiter in self._waiters)):
+            if any(named == name and (at == GLOBAL_DEVICE) != is_global for named, at in other.amounts):
+                raise NaiadError(
+                    f'Resource "{name}" is present as both global and device-specific resource in the model '
+                    "configuration.",
+                    ErrorCode.INVALID_ARG,
+                )
 
     def unregister(self, waiter: _Waiter) -> None:
         with self._lock:
@@ -146,5 +162,17 @@ def parse_resource(text: str) -> tuple[ResourceKey, int]:
     parts = text.split(":")
     if len(parts) not in (2, 3) or not parts[0]:
         raise ValueError(f"expected <name>:<count>[:<device>], got '{text}'")
+    if not all(part.isdigit() for part in parts[1:]):
+        raise ValueError(f"the count and the device must be whole numbers, got '{text}'")
     device = int(parts[2]) if len(parts) == 3 else GLOBAL_DEVICE
     return (parts[0], device), int(parts[1])
+
+
+def _too_few(name: str, total: int, amount: int, model: str) -> NaiadError:
+    """Triton's error for an instance needing more of a resource than the command line gives."""
+    return NaiadError(
+        f'Resource count for "{name}" is limited to {total} which will prevent scheduling of one or more model '
+        f"instances, the minimum required count is {amount} (model '{model}'; raise it with "
+        f"--rate-limit-resource={name}:{amount})",
+        ErrorCode.INVALID_ARG,
+    )
