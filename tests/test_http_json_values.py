@@ -455,6 +455,14 @@ UNSIGNED_PARAMETER = "attempt to access JSON non-unsigned-integer as unsigned-in
         ({"sequence_id": -1}, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"),
         ({"sequence_start": 1}, "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"),
         ({"sequence_end": "x"}, "Unable to parse 'sequence_end': attempt to access JSON non-boolean as boolean"),
+        # Values no parameter may hold are read as the parameter's own type first, as Triton does.
+        ({"sequence_id": [1]}, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"),
+        ({"sequence_id": None}, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"),
+        ({"priority": {}}, "Unable to parse 'priority': " + UNSIGNED_PARAMETER),
+        (
+            {"binary_data_output": [True]},
+            "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean",
+        ),
     ],
 )
 def test_scheduling_parameters_are_read_by_json_type(

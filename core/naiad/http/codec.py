@@ -104,9 +104,7 @@ def decode_request(
     if not isinstance(request_id, str):
         raise parse_error("Unable to parse 'id': attempt to access JSON non-string as string")
     parameters = _parameters(document.get("parameters", {}))
-    binary_default = parameters.pop("binary_data_output", False)  # the frontend's, never the model's
-    if not isinstance(binary_default, bool):
-        raise parse_error("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean")
+    binary_default = bool(parameters.pop("binary_data_output", False))  # the frontend's, never the model's
     raw_inputs = document.get("inputs")
     if raw_inputs is None:
         raise parse_error("Unable to parse 'inputs': attempt to access non-existing object member 'inputs'")
@@ -165,11 +163,11 @@ def _parameters(raw: Any) -> dict[str, ParameterValue]:
     if not isinstance(raw, dict):  # null too: Triton lists the members of any "parameters" it finds
         raise parse_error("failed to get request params.: attempt to get members for non-object")
     for key, value in raw.items():
-        if not isinstance(value, str | int | float | bool):
-            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
-        read = _SCHEDULING_JSON.get(key)
+        read = _TRITON_JSON.get(key)  # read as its own type first, as Triton reads them
         if read is not None and not read[0](value):
             raise parse_error(f"Unable to parse '{key}': attempt to access JSON {read[1]}")
+        if not isinstance(value, str | int | float | bool):
+            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
     return dict(raw)
 
 
@@ -189,13 +187,14 @@ def _is_bool(value: object) -> bool:
     return isinstance(value, bool)
 
 
-# How Triton reads each scheduling parameter, and what it says when the JSON value is not that.
-_SCHEDULING_JSON: dict[str, tuple[Callable[[object], bool], str]] = {
+# How Triton reads each parameter it handles itself, and what it says when the JSON value is not that.
+_TRITON_JSON: dict[str, tuple[Callable[[object], bool], str]] = {
     "sequence_id": (lambda value: _is_unsigned(value) or isinstance(value, str), "non-string as string"),
     "sequence_start": (_is_bool, "non-boolean as boolean"),
     "sequence_end": (_is_bool, "non-boolean as boolean"),
     "priority": (_is_unsigned, "non-unsigned-integer as unsigned-integer"),
     "timeout": (_is_unsigned, "non-unsigned-integer as unsigned-integer"),
+    "binary_data_output": (_is_bool, "non-boolean as boolean"),
 }
 
 
