@@ -645,6 +645,15 @@ def test_bytes_that_are_not_utf8_are_written_as_they_are(server: ServerProcess) 
     assert answer.content.endswith(b'"data":["\xff\\u0000z","\xe9"]}]}')
 
 
+def test_half_a_surrogate_pair_in_text_is_refused_in_rapidjsons_words(server: ServerProcess) -> None:
+    body = b'{"inputs":[{"name":"S","shape":[1],"datatype":"BYTES","data":["\\ud800"]}]}'
+    answer = httpx.post(f"http://{server.http_url}/v2/models/echo_text/infer", content=body, timeout=30)
+    assert (answer.status_code, answer.json()) == (
+        500,
+        {"error": "failed to parse the request JSON buffer: The surrogate pair in string is invalid."},
+    )
+
+
 @pytest.mark.parametrize(("first", "second", "binary"), [(True, False, True), (False, True, False), (True, None, True)])
 def test_an_output_listed_twice_is_written_as_its_first_listing_asks(
     server: ServerProcess, first: bool, second: bool | None, binary: bool

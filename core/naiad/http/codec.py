@@ -345,7 +345,10 @@ def json_strings(flat: list[Any]) -> npt.NDArray[np.object_]:
     if not all(isinstance(item, str) for item in flat):
         raise parse_error("Unable to parse JSON bytes array: attempt to access JSON non-string as string")
     array = np.empty(len(flat), dtype=np.object_)
-    array[:] = [item.encode("utf-8", "surrogateescape") for item in flat]
+    try:
+        array[:] = [item.encode("utf-8", "surrogateescape") for item in flat]
+    except UnicodeEncodeError:  # a \uXXXX escape of half a surrogate pair, which rapidjson refuses
+        raise parse_error("failed to parse the request JSON buffer: The surrogate pair in string is invalid.") from None
     return array
 
 
