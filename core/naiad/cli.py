@@ -32,7 +32,7 @@ from naiad.limits import DEFAULT_MAX_INSTANCES_PER_MODEL, MAX_GRPC_MESSAGE_SIZE,
 from naiad.logs import LOG_FORMATS, canonical_format, configure_logging
 from naiad.memory import return_large_blocks_to_os
 from naiad.metrics.config import MetricsOptions, apply_metrics_config
-from naiad.plugins import DEFAULT_MAX_BATCH_SIZE_KEY
+from naiad.plugins import DEFAULT_BACKEND_DIRECTORY, DEFAULT_MAX_BATCH_SIZE_KEY
 from naiad.response_cache import parse_cache_config
 from naiad.restrictions import GRPC_KEY_PREFIX, parse_restrictions
 from naiad.scheduling.rate_limiter import parse_resource
@@ -213,6 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("off", "execution_count"),
         default="off",
         help="execution_count: instances run only while the rate_limiter resources they declare are free",
+    )
+    serve.add_argument(
+        "--backend-directory",
+        type=Path,
+        default=DEFAULT_BACKEND_DIRECTORY,
+        metavar="DIR",
+        help="where backends that are not installed plugins live, as <DIR>/<backend>/: Triton's python-based "
+        "backends (<backend>/model.py) are served by the python backend",
     )
     serve.add_argument(
         "--rate-limit-resource",
@@ -713,6 +721,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         rate_limit=args.rate_limit,
         rate_limit_resources=dict(args.rate_limit_resource),
         backend_config=backend_config,
+        backend_directory=args.backend_directory,
         http_limits=http_limits,
         grpc_limits=grpc_limits,
         http_restrictions=parse_restrictions(args.http_restricted_api, "api"),

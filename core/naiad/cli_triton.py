@@ -2,7 +2,7 @@
 
 Three kinds, besides the flags naiad implements (``naiad.cli``):
 
-- flags for parts of Triton naiad does not have (memory pools, backend and agent directories,
+- flags for parts of Triton naiad does not have (memory pools, agent and cache directories,
   NUMA host policies, GPU load limits, thread pools): accepted, and each one given is named at
   startup as having no effect, with the reason;
 - Triton's deprecated ``--trace-*`` spellings: turned into ``--trace-config`` entries, with the
@@ -17,7 +17,6 @@ import argparse
 from collections.abc import Callable
 
 _NO_POOL = "naiad keeps no such memory pool (tensors live in host memory or the framework's own GPU allocator)"
-_NO_DIRECTORY = "naiad finds its backends as installed plugins (entry point group naiad.backends)"
 _NO_GPU_ACCOUNTING = "naiad does not place models on GPUs by memory or compute capability"
 _NO_THREAD_POOL = "naiad's HTTP and gRPC frontends run on one event loop, without a thread pool to size"
 
@@ -25,7 +24,6 @@ NO_EFFECT: dict[str, str] = {
     "--pinned-memory-pool-byte-size": _NO_POOL,
     "--cuda-memory-pool-byte-size": _NO_POOL,
     "--cuda-virtual-address-size": _NO_POOL,
-    "--backend-directory": _NO_DIRECTORY,
     "--repoagent-directory": "naiad runs no repository agents (a model that names one fails to load, naming it)",
     "--cache-directory": "naiad's one response cache (local) is built in",
     "--buffer-manager-thread-count": _NO_THREAD_POOL,

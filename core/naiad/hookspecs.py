@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from starlette.routing import BaseRoute
 
     from naiad.backend_info import BackendInfo
@@ -108,6 +110,17 @@ def naiad_create_scheduler(model: BackendModel, context: SchedulerContext) -> Sc
 
 
 # -- server hooks: broadcast to every registered plugin ------------------------------------------
+
+
+@hookspec(firstresult=True)
+def naiad_backend_from_directory(name: str, directory: Path) -> object | None:
+    """A plugin object serving backend ``name``, which no installed distribution provides, from its
+    folder ``<--backend-directory>/<name>`` (Triton's python-based backends: ``<name>/model.py``).
+
+    Return an object whose methods are hook implementations of the backend hooks above, or None if
+    this plugin cannot serve what the folder holds. Called once per such backend name, after the
+    installed backends are imported. First non-None result wins.
+    """
 
 
 @hookspec

@@ -17,6 +17,7 @@ import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,8 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "naiad.backends"
 DEFAULTS_PLUGIN = "naiad-defaults"
 DEFAULT_MAX_BATCH_SIZE_KEY = "default-max-batch-size"
+DEFAULT_BACKEND_DIRECTORY = Path("/opt/tritonserver/backends")
+"""Triton's ``--backend-directory`` default, where a Triton image keeps python-based backends."""
 
 
 class BackendUnavailable(SuggestingError):
@@ -151,11 +154,13 @@ class BackendRegistry:
         self,
         entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
         settings: BackendSettings | None = None,
+        backend_directory: Path | None = None,
     ) -> None:
         self.manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self.manager.add_hookspecs(hookspecs)
         self.manager.register(defaults, name=DEFAULTS_PLUGIN)
         self.settings = settings or BackendSettings()
+        self.backend_directory = backend_directory  # --backend-directory: <name>/ folders of backends not installed
         self._entry_points = entry_points
         self._backends: dict[str, Backend] = {}
         self._failures: dict[str, BackendUnavailable] = {}
@@ -194,8 +199,10 @@ class BackendRegistry:
             try:
                 plugin = ensemble_backend if name == ENSEMBLE_BACKEND else self._import(name)
             except BackendUnavailable as error:
-                self._failures[name] = error
-                raise
+                plugin = self._from_directory(name) if error.name else None
+                if plugin is None:
+                    self._failures[name] = error
+                    raise
             self.manager.register(plugin, name=name)
             backend = Backend(name, plugin, self.manager)
             self._backends[name] = backend
@@ -289,6 +296,19 @@ class BackendRegistry:
                 routes.append(route)
         return routes
 
+    def _from_directory(self, name: str) -> object | None:
+        """A plugin serving backend ``name`` from ``<backend directory>/<name>``, if an installed plugin
+        can (``naiad_backend_from_directory``); None if there is no such folder or none can."""
+        if self.backend_directory is None or not (self.backend_directory / name).is_dir():
+            return None
+        self.import_installed()
+        plugin: object | None = self.hook.naiad_backend_from_directory(
+            name=name, directory=self.backend_directory / name
+        )
+        if plugin is not None:
+            logger.info("backend '%s' is served from %s", name, self.backend_directory / name, extra={"backend": name})
+        return plugin
+
     def _discover(self) -> list[importlib.metadata.EntryPoint]:
         if self._entry_points is not None:
             return list(self._entry_points)
@@ -300,9 +320,10 @@ class BackendRegistry:
         if not candidates:
             platforms = {platform: info.name for info in self.table() for platform in info.platforms}
             hint, suggestions = missing_backend_hint(name, {ep.name for ep in installed}, platforms)
+            folder = "" if self.backend_directory is None else f" nor {self.backend_directory / name}/model.py"
             raise BackendUnavailable(
-                f"no installed distribution provides backend '{name}' (entry-point group '{ENTRY_POINT_GROUP}'). "
-                f"{hint}",
+                f"no installed distribution provides backend '{name}' (entry-point group '{ENTRY_POINT_GROUP}')"
+                f"{folder}. {hint}",
                 name=name,
                 suggestions=suggestions,
             )

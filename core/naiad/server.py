@@ -33,7 +33,7 @@ from naiad.metrics.custom import CustomMetrics
 from naiad.metrics.models import ModelCollector
 from naiad.metrics.serving import MetricsFrontend
 from naiad.metrics.system import SystemMetrics
-from naiad.plugins import BackendRegistry, BackendSettings
+from naiad.plugins import DEFAULT_BACKEND_DIRECTORY, BackendRegistry, BackendSettings
 from naiad.polling import RepositoryPoller
 from naiad.response_cache import CacheSettings, ResponseCache
 from naiad.restrictions import ApiGroup, Restrictions
@@ -85,6 +85,7 @@ class ServerOptions:
     rate_limit: str = "off"
     rate_limit_resources: dict[tuple[str, int], int] = field(default_factory=dict)
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    backend_directory: Path | None = DEFAULT_BACKEND_DIRECTORY  # --backend-directory: backends not installed
     # -- limits and restrictions (docs/security.md) --
     http_limits: HttpLimits = field(default_factory=HttpLimits)
     grpc_limits: GrpcLimits = field(default_factory=GrpcLimits)
@@ -108,7 +109,9 @@ class Server:
         self, options: ServerOptions, registry: BackendRegistry | None = None, logs: LogControl | None = None
     ) -> None:
         self.options = options
-        self.registry = registry or BackendRegistry(settings=BackendSettings(options.backend_config))
+        self.registry = registry or BackendRegistry(
+            settings=BackendSettings(options.backend_config), backend_directory=options.backend_directory
+        )
         explicit = options.model_control_mode == "explicit"
         self.response_cache = None if options.cache is None else ResponseCache(options.cache.size)
         self.lifecycle = ModelLifecycle(

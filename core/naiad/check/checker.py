@@ -289,7 +289,14 @@ class RepositoryChecker:
 
 
 def check_repositories(
-    repositories: Sequence[Path], *, auto_complete: bool = True, config_name: str = ""
+    repositories: Sequence[Path],
+    *,
+    auto_complete: bool = True,
+    config_name: str = "",
+    backend_directory: Path | None = None,
 ) -> CheckReport:
     """Check every model of ``repositories`` as the server would load it."""
-    return RepositoryChecker(repositories, auto_complete=auto_complete, config_name=config_name).run()
+    registry = BackendRegistry(backend_directory=backend_directory)
+    return RepositoryChecker(
+        repositories, auto_complete=auto_complete, config_name=config_name, registry=registry
+    ).run()

@@ -9,6 +9,7 @@ from pathlib import Path
 from naiad.check.checker import check_repositories
 from naiad.check.problems import render_json, render_text
 from naiad.logs import configure_logging
+from naiad.plugins import DEFAULT_BACKEND_DIRECTORY
 
 EXIT_CLEAN = 0
 EXIT_PROBLEMS = 1
@@ -40,6 +41,13 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         metavar="NAME",
         help="check as `naiad serve --model-config-name NAME` reads configs (configs/NAME.pbtxt where a model has one)",
     )
+    check.add_argument(
+        "--backend-directory",
+        type=Path,
+        default=DEFAULT_BACKEND_DIRECTORY,
+        metavar="DIR",
+        help="check as `naiad serve --backend-directory DIR` finds backends that are not installed plugins",
+    )
     check.add_argument("--log-verbose", type=int, default=0, metavar="N", help="backends' log lines (stderr)")
 
 
@@ -52,7 +60,10 @@ def run_check(args: argparse.Namespace) -> int:
             print(f"naiad check: model repository '{path}' does not exist or is not a folder", file=sys.stderr)
         return EXIT_USAGE
     report = check_repositories(
-        args.repositories, auto_complete=not args.disable_auto_complete_config, config_name=args.model_config_name
+        args.repositories,
+        auto_complete=not args.disable_auto_complete_config,
+        config_name=args.model_config_name,
+        backend_directory=args.backend_directory,
     )
     print(render_json(report) if args.format == "json" else render_text(report))
     return EXIT_PROBLEMS if report.problems else EXIT_CLEAN

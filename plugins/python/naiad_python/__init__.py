@@ -14,6 +14,7 @@ submodules imported on first use:
 from __future__ import annotations
 
 from importlib.metadata import version
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from naiad.backend import BackendInfo, ModelFormat, hookimpl
@@ -23,7 +24,13 @@ if TYPE_CHECKING:
 
 __version__ = version("naiad-python")  # the installed metadata: the VERSION file
 
-__all__ = ["__version__", "naiad_backend_info", "naiad_create_instance", "naiad_load_model"]
+__all__ = [
+    "__version__",
+    "naiad_backend_from_directory",
+    "naiad_backend_info",
+    "naiad_create_instance",
+    "naiad_load_model",
+]
 
 
 @hookimpl
@@ -55,3 +62,11 @@ def naiad_create_instance(model: BackendModel, context: InstanceContext) -> Mode
     from naiad_python.instance import PythonModelInstance
 
     return PythonModelInstance(model, context)
+
+
+@hookimpl
+def naiad_backend_from_directory(name: str, directory: Path) -> object | None:
+    """Serve Triton's python-based backend ``name`` from ``directory/model.py``, if it holds one."""
+    from naiad_python.based_backend import backend_in
+
+    return backend_in(name, directory)

@@ -83,9 +83,10 @@ def model_file_of(context: ModelLoadContext) -> Path:
     return context.version_dir / (context.config.default_model_filename or DEFAULT_MODEL_FILENAME)
 
 
-def load_model(context: ModelLoadContext) -> PythonModel:
-    """Check the model file, run ``auto_complete_config`` when asked, and return the model."""
-    model_file = model_file_of(context)
+def load_model(context: ModelLoadContext, model_file: Path | None = None) -> PythonModel:
+    """Check the model file (the version's own, or a python-based backend's ``model_file``), run
+    ``auto_complete_config`` when asked, and return the model."""
+    model_file = model_file or model_file_of(context)
     where = f"python model '{context.model_name}' version {context.version}"
     if model_file.suffix != ".py":
         raise NaiadError(

@@ -14,6 +14,8 @@ server process, so each *load* (one per instance, plus a throw-away one for
   load's module and never another model's ``helpers``. Names the normal ``sys.path``
   resolves first (the standard library, installed packages) are left alone, as in
   Triton, where the model directories come last on ``sys.path``.
+* A python-based backend's ``model.py`` lives in its backend's folder, which then stands for the
+  version directory in both rules; ``get_model_dir()`` still answers the model's version folder.
 * The version and model directories are also appended to ``sys.path`` (as Triton does) so
   that code bypassing ``import`` statements, e.g. ``importlib.import_module``, still finds
   the files; such imports are shared process-wide.
@@ -78,6 +80,11 @@ class ModelUnit:
     _decisions: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
+    def code_dir(self) -> Path:
+        """Where the model file's own imports are found: its folder."""
+        return self.model_file.parent
+
+    @property
     def package(self) -> str:
         """The synthetic package standing for the version directory."""
         return f"{ROOT_PACKAGE}.{self.slug}"
@@ -107,7 +114,7 @@ class ModelUnit:
         if name in sys.stdlib_module_names:
             return None
         for directory, package in (
-            (self.version_dir, self.package),
+            (self.code_dir, self.package),
             (self.model_dir, self.model_dir_package),
         ):
             local = importlib.machinery.PathFinder.find_spec(name, [str(directory)])
@@ -190,7 +197,9 @@ def load_model_module(
         raise ModelFileError(f"Model name must end with '.py'. Model name is \"{model_file.name}\".")
     if not model_file.is_file():
         raise ModelFileError(f"Python model file not found in '{model_file}'")
-    version_dir = model_file.parent
+    # get_model_dir(): the model file's folder, or for a python-based backend's file (in its backend's
+    # folder) the version's folder, as Triton answers
+    version_dir = model_file.parent if model_file.is_relative_to(model_dir) else model_dir / str(version)
     slug = f"{_slug(model_name)}_v{version}_{_slug(tag)}_{next(_counter)}"
     unit_builtins = dict(builtins.__dict__)
     unit = ModelUnit(
@@ -225,7 +234,7 @@ def unload_model_module(unit: ModelUnit) -> None:
         for package in (unit.package, unit.model_dir_package):
             for name in [n for n in loaded if n == package or n.startswith(package + ".")]:
                 sys.modules.pop(name, None)
-        for entry in (str(unit.version_dir), str(unit.model_dir)):
+        for entry in (str(unit.code_dir), str(unit.model_dir)):
             _path_refs[entry] -= 1
             if _path_refs[entry] <= 0:
                 del _path_refs[entry]
@@ -260,12 +269,12 @@ def _register(unit: ModelUnit) -> None:
         sys.meta_path.insert(0, _finder)
     if ROOT_PACKAGE not in sys.modules:
         sys.modules[ROOT_PACKAGE] = _package(ROOT_PACKAGE, [])
-    sys.modules[unit.package] = _package(unit.package, [str(unit.version_dir)])
+    sys.modules[unit.package] = _package(unit.package, [str(unit.code_dir)])
     sys.modules[unit.model_dir_package] = _package(unit.model_dir_package, [str(unit.model_dir)])
     _units[unit.slug] = unit
     _units[unit.slug + _MODEL_DIR_SUFFIX] = unit
     _units_by_builtins[id(unit.builtins)] = unit
-    for entry in (str(unit.version_dir), str(unit.model_dir)):
+    for entry in (str(unit.code_dir), str(unit.model_dir)):
         if _path_refs[entry] == 0 and entry not in sys.path:
             sys.path.append(entry)
         _path_refs[entry] += 1
