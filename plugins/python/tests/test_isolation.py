@@ -243,6 +243,18 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 """
 
 
+# Kills its own worker while loading, as Triton's QA model init_exit does.
+INIT_EXIT = """
+import os
+import signal
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository = ModelRepositoryBuilder(tmp_path_factory.mktemp("isolation") / "models")
@@ -257,6 +269,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository.add_python_model("completes_itself", COMPLETES_ITSELF, PID_CONFIG + PROCESS)
     repository.add_python_model("argv", ARGV, ARGV_CONFIG + PROCESS)
     repository.add_python_model("wrong_mode", BROKEN_INIT, IDENTITY_CONFIG + PROCESS.replace('"process"', '"fork"'))
+    repository.add_python_model("init_exit", INIT_EXIT, IDENTITY_CONFIG + PROCESS)
     return repository.root
 
 
@@ -415,8 +428,8 @@ def test_a_dying_worker_fails_its_request_and_comes_back(server: ServerProcess, 
         _faulty(client, action)
     assert caught.value.status() == "500"
     assert caught.value.message() == (
-        f"python model 'faulty' instance 'faulty_0': its process died while running the request ({reason}); "
-        "the instance is restarting"
+        "Stub process 'faulty_0' is not healthy. The worker process of python model 'faulty' died while running "
+        f"the request ({reason}); the instance is restarting"
     )
     # Other models never notice.
     other = [httpclient.InferInput("INPUT0", [1, 4], "FP32"), httpclient.InferInput("INPUT1", [1, 4], "FP32")]
@@ -464,8 +477,9 @@ def test_an_execute_past_the_request_timeout_is_not_waited_for(server: ServerPro
         _faulty(client, 5, timeout_us=500_000)
     assert time.monotonic() - started < 10  # not the 60 s the model sleeps
     assert caught.value.message() == (
-        "python model 'faulty' instance 'faulty_0': its process died while running the request (it was killed: "
-        "execute ran 5 s past the requests' timeout of 500 ms); the instance is restarting"
+        "Stub process 'faulty_0' is not healthy. The worker process of python model 'faulty' died while running "
+        "the request (it was killed: execute ran 5 s past the requests' timeout of 500 ms); the instance is "
+        "restarting"
     )
     _wait_ready(client, "faulty")
     np.testing.assert_array_equal(_faulty(client, 0).as_numpy("OUTPUT0"), [2, 4, 6])
@@ -554,6 +568,10 @@ def test_a_model_that_fails_to_initialize_reports_why(server: ServerProcess) -> 
     assert "RuntimeError: no weights here" in index["broken"]["reason"]
     assert index["wrong_mode"]["state"] == "UNAVAILABLE"
     assert "config parameter INSTANCE_ISOLATION is 'fork'; use one of thread, process" in index["wrong_mode"]["reason"]
+    assert index["init_exit"]["reason"] == (  # Triton's first sentence, then naiad's account
+        "Internal: Stub process 'init_exit_0' is not healthy. The worker process of python model 'init_exit' failed "
+        "while loading the model (it was killed by SIGKILL); see the log above for its output"
+    )
 
 
 def test_workers_fork_from_a_template_that_comes_back_when_it_dies(server: ServerProcess) -> None:

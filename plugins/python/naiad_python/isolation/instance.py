@@ -180,9 +180,9 @@ class IsolatedInstance(ModelInstance):
         except (ChannelClosed, TimeoutError):
             reason = worker.exit_reason()
             worker.kill()
-            raise NaiadError(
-                f"python model '{self.model_name}' instance '{self.name}': its worker process failed while "
-                f"loading the model ({reason}); see the log above for its output",
+            raise NaiadError(  # Triton's first sentence, for whoever searches the log for it
+                f"Stub process '{self.name}' is not healthy. The worker process of python model "
+                f"'{self.model_name}' failed while loading the model ({reason}); see the log above for its output",
                 ErrorCode.INTERNAL,
             ) from None
         channel.sock.settimeout(None)
@@ -312,9 +312,9 @@ class IsolatedInstance(ModelInstance):
         threading.Thread(target=self._restart, name=f"naiad-python-restart-{self.name}", daemon=True).start()
 
     def _died(self, reason: str) -> NaiadError:
-        return NaiadError(
-            f"python model '{self.model_name}' instance '{self.name}': its process died while running the "
-            f"request ({reason}); the instance is restarting",
+        return NaiadError(  # Triton's first sentence, for whoever searches the log for it
+            f"Stub process '{self.name}' is not healthy. The worker process of python model '{self.model_name}' "
+            f"died while running the request ({reason}); the instance is restarting",
             ErrorCode.INTERNAL,
         )
 
