@@ -131,9 +131,10 @@ def test_the_deprecated_trace_flags_set_the_trace_settings(server: ServerProcess
     assert settings["trace_count"] == "-1"
     assert settings["log_frequency"] == "0"
     assert settings["trace_file"].endswith("trace.json")
-    assert "--trace-level is deprecated and will be removed in future releases; use --trace-config level=" in (
-        server.logs()
-    )
+    assert (  # Triton's warning, word for word
+        "Warning: '--trace-level' has been deprecated and will be removed in future releases. Please use "
+        "'--trace-config level=<OFF|TIMESTAMPS|TENSORS> instead."
+    ) in server.logs()
 
 
 @pytest.mark.parametrize(
@@ -201,6 +202,12 @@ def test_reuse_http_port_lets_two_listeners_share_the_port() -> None:
         first.close()
     options = options_from_args(build_parser().parse_args(["serve", "--model-repository=.", "--reuse-http-port=true"]))
     assert options.reuse_http_port
+
+
+def test_an_ipv6_address_may_come_in_brackets_as_tritons_grpc_address_takes_it() -> None:
+    flags = ["--grpc-address=[::1]", "--http-address=[::1]", "--metrics-address=::1"]
+    options = options_from_args(build_parser().parse_args(["serve", "--model-repository=.", *flags]))
+    assert (options.grpc_address, options.http_address, options.metrics.address) == ("::1", "::1", "::1")
 
 
 TRITONSERVER_2_51_FLAGS = (

@@ -103,6 +103,11 @@ def _config_name(value: str) -> str:
     return value
 
 
+def _address(value: str) -> str:
+    """A listening address; an IPv6 one may come in brackets (``[::1]``, as Triton's gRPC address takes it)."""
+    return value[1:-1] if value.startswith("[") and value.endswith("]") else value
+
+
 def _resource(value: str) -> tuple[tuple[str, int], int]:
     try:
         return parse_resource(value)
@@ -133,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="model repository folder (repeatable)",
     )
     serve.add_argument("--http-port", type=_port, default=8000, metavar="PORT", help="HTTP/REST port")
-    serve.add_argument("--http-address", default="0.0.0.0", metavar="ADDR", help="address the HTTP frontend listens on")
+    serve.add_argument(
+        "--http-address", type=_address, default="0.0.0.0", metavar="ADDR", help="address the HTTP frontend listens on"
+    )
     serve.add_argument("--grpc-port", type=_port, default=8001, metavar="PORT", help="gRPC port")
     serve.add_argument(
         "--metrics-port", type=_port, default=8002, metavar="PORT", help="port of the Prometheus /metrics listener"
@@ -318,7 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_grpc_arguments(serve: argparse.ArgumentParser) -> None:
     """Triton's ``--grpc-*`` flags; times are in milliseconds, as in Triton."""
     defaults = GrpcSettings()
-    serve.add_argument("--grpc-address", default="0.0.0.0", metavar="ADDR", help="address the gRPC frontend listens on")
+    serve.add_argument(
+        "--grpc-address", type=_address, default="0.0.0.0", metavar="ADDR", help="address the gRPC frontend listens on"
+    )
     serve.add_argument(
         "--reuse-grpc-port",
         type=_bool,
@@ -405,6 +414,7 @@ def _add_observability_arguments(serve: argparse.ArgumentParser) -> None:
     """Triton's ``--metrics-*``, ``--allow-*-metrics`` and ``--log-format/--log-file`` flags."""
     serve.add_argument(
         "--metrics-address",
+        type=_address,
         default="",
         metavar="ADDR",
         help="address of the metrics listener (default: --http-address)",

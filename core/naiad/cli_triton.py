@@ -56,6 +56,15 @@ DEPRECATED_TRACE: dict[str, str] = {
     "--trace-count": "count",
     "--trace-log-frequency": "log-frequency",
 }
+
+_DEPRECATED_TRACE_USE = {
+    "--trace-file": "triton,file=<filepath>",
+    "--trace-level": "level=<OFF|TIMESTAMPS|TENSORS>",
+    "--trace-rate": "rate=<rate value>",
+    "--trace-count": "count=<count value>",
+    "--trace-log-frequency": "triton,log-frequency=<log frequency value>",
+}
+"""What Triton's warning for each deprecated tracing flag says to use instead."""
 """Triton's deprecated tracing flags and the ``--trace-config`` key each stands for."""
 
 
@@ -102,8 +111,9 @@ def deprecated_trace_entries(args: argparse.Namespace) -> list[str]:
 def deprecated_trace_warnings(args: argparse.Namespace) -> list[str]:
     """Triton's warning for each deprecated tracing flag used."""
     return [
-        f"{flag} is deprecated and will be removed in future releases; use --trace-config {key}=<value> instead"
-        for flag, key in DEPRECATED_TRACE.items()
+        f"Warning: '{flag}' has been deprecated and will be removed in future releases. Please use "
+        f"'--trace-config {_DEPRECATED_TRACE_USE[flag]} instead."
+        for flag in DEPRECATED_TRACE
         if getattr(args, _dest(flag))
     ]
 

@@ -134,6 +134,7 @@ class VersionLoader:
         self._from_request = config_from_request
         self._backend_model: BackendModel | None = None
         self._runners: list[InstanceRunner] = []
+        self._active: list[InstanceRunner] = []  # not in a passive group: the ones the scheduler is given
         self._scheduler: Scheduler | None = None
 
     def load(self, base_config: ModelConfig) -> ServingModel:
@@ -151,7 +152,7 @@ class VersionLoader:
             version=self._version,
             model_dir=self._model_dir,
             config=config,
-            instances=self._runners,
+            instances=self._active,
             decoupled=signature.decoupled,
             server=self._server,
             statistics=statistics,
@@ -285,11 +286,19 @@ class VersionLoader:
                     _finalize_instance(instance, context.name, config.name)
                     raise
                 self._runners.append(runner)
+                if not group.passive:  # a passive instance is loaded, as in Triton, but never given requests
+                    self._active.append(runner)
                 if statistics is not None and group.kind == ModelInstanceGroup.KIND_GPU:
                     statistics.gpu_devices.add(device)
         if not self._runners and config.platform != ENSEMBLE_PLATFORM:
             raise NaiadError(
                 f"model '{config.name}' has no instances to run: every instance_group has count 0",
+                ErrorCode.INVALID_ARG,
+            )
+        if self._runners and not self._active:
+            raise NaiadError(
+                f"model '{config.name}' has no instances to run requests: every instance_group is passive; "
+                "set passive: false on at least one",
                 ErrorCode.INVALID_ARG,
             )
 
@@ -313,6 +322,7 @@ class VersionLoader:
         release_parts(name, self._version, self._scheduler, self._runners, self._backend_model)
         self._scheduler = None
         self._runners = []
+        self._active = []
         self._backend_model = None
 
 

@@ -161,6 +161,7 @@ def parse_trace_config(entries: list[str]) -> TraceSettings:
     setting), ``level=TIMESTAMPS``, ``rate=N``, ``count=N``, ``log-frequency=N``, ``mode=triton``.
     Raises ValueError, worded for the command line."""
     fields: dict[str, Any] = {}
+    disabled = False  # as in Triton, an OFF level anywhere turns tracing off
     for entry in entries:
         head, comma, tail = entry.partition(",")
         mode, setting = (head, tail) if comma and "=" not in head else ("", entry)
@@ -177,10 +178,15 @@ def parse_trace_config(entries: list[str]) -> TraceSettings:
                 if value != "triton":
                     raise ValueError(f"--trace-config {entry}: naiad traces in the 'triton' mode only")
             elif key == "level":
-                if value not in ("OFF", *LEVELS):
-                    raise ValueError(f"--trace-config {entry}: the level is OFF, TIMESTAMPS or TENSORS")
-                before = fields.get("level", ())
-                fields["level"] = () if value == "OFF" else tuple(dict.fromkeys((*before, value)))
+                level = _startup_level(value)
+                if level is None:  # Triton's words, then what it takes
+                    raise ValueError(
+                        f"invalid value for trace level option: {value.lower()} (--trace-config {entry}: the "
+                        "level is OFF, TIMESTAMPS or TENSORS)"
+                    )
+                disabled = disabled or level == "OFF"
+                if level != "OFF":
+                    fields["level"] = tuple(dict.fromkeys((*fields.get("level", ()), level)))
             elif key == "rate":
                 fields["rate"] = _unsigned("trace_rate", value)
             elif key == "count":
@@ -196,4 +202,24 @@ def parse_trace_config(entries: list[str]) -> TraceSettings:
             raise ValueError(f"--trace-config {entry}: {error.message}") from None
     if fields.get("rate") == 0:
         raise ValueError(f"--trace-config rate=0: {ZERO_RATE}")
+    if disabled:
+        fields["level"] = ()
     return TraceSettings(**fields)
+
+
+_STARTUP_LEVELS = {
+    "off": "OFF",
+    "false": "OFF",
+    "timestamps": "TIMESTAMPS",
+    "true": "TIMESTAMPS",
+    "on": "TIMESTAMPS",
+    "min": "TIMESTAMPS",
+    "max": "TIMESTAMPS",
+    "tensors": "TENSORS",
+}
+"""The level words Triton's command line takes, in any case."""
+
+
+def _startup_level(value: str) -> str | None:
+    """OFF, TIMESTAMPS or TENSORS for a command-line level word, as Triton reads it; None if none."""
+    return _STARTUP_LEVELS.get(value.lower())

@@ -432,9 +432,14 @@ def test_trace_config_flags() -> None:
     assert parse_trace_config(
         ["triton,file=/tmp/t.json", "level=TIMESTAMPS", "level=TENSORS", "rate=5", "count=-1", "log-frequency=10"]
     ) == TraceSettings(level=("TIMESTAMPS", "TENSORS"), rate=5, count=-1, log_frequency=10, file="/tmp/t.json")
+    # Triton's level words, in any case; an OFF anywhere turns tracing off.
+    for word in ("min", "MAX", "On", "true", "timestamps"):
+        assert parse_trace_config([f"level={word}"]).level == ("TIMESTAMPS",)
+    assert parse_trace_config(["level=tensors", "level=false"]).level == ()
+    assert parse_trace_config(["level=OFF", "level=TIMESTAMPS"]).level == ()
     for entry, problem in (
         ("opentelemetry,url=x", "'triton' mode only"),
-        ("level=LOUD", "OFF, TIMESTAMPS or TENSORS"),
+        ("level=LOUD", "invalid value for trace level option: loud"),
         ("rate=0", "must be non-zero"),
         ("count=-5", "Expecting value >= -1"),
         ("colour=red", "unknown setting 'colour'"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import tritonclient.http as httpclient
@@ -68,3 +69,42 @@ def test_groups_kinds_and_instance_names(
 
     assert not client.is_model_ready("gpu_kind")
     assert "kind KIND_GPU but no GPUs are available" in server.logs()
+
+
+# Marks each instance it initializes with a file in the folder its MARKERS parameter names.
+MARKING_WHO_AM_I = WHO_AM_I.replace(
+    '        self.identity = ":".join(args[key] for key in keys)\n',
+    '        self.identity = ":".join(args[key] for key in keys)\n'
+    "        import json, pathlib\n"
+    '        markers = json.loads(args["model_config"])["parameters"]["MARKERS"]["string_value"]\n'
+    '        (pathlib.Path(markers) / args["model_instance_name"]).touch()\n',
+)
+
+
+def test_a_passive_group_is_loaded_but_never_given_requests(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    groups = (
+        'instance_group [ { count: 1 kind: KIND_CPU }, { name: "standby" count: 2 kind: KIND_CPU passive: true } ]\n'
+        f'parameters {{ key: "MARKERS" value: {{ string_value: "{markers}" }} }}'
+    )
+    model_repository.add_python_model("with_standby", MARKING_WHO_AM_I, CONFIG.format(groups=groups))
+    all_passive = "instance_group [ { count: 1 kind: KIND_CPU passive: true } ]\n" + groups.split("\n")[1]
+    model_repository.add_python_model("only_standby", MARKING_WHO_AM_I, CONFIG.format(groups=all_passive))
+    server = naiad_server(model_repository.root)
+    client = httpclient.InferenceServerClient(server.http_url, concurrency=4)
+    assert sorted(path.name for path in markers.iterdir()) == [
+        "only_standby_0_0",
+        "standby_0",
+        "standby_1",
+        "with_standby_0_0",
+    ]
+    tensor = httpclient.InferInput("IN", [1], "INT32")
+    tensor.set_data_from_numpy(np.array([1], dtype=np.int32))
+    requests = [client.async_infer("with_standby", [tensor]) for _ in range(12)]
+    names = {request.get_result().as_numpy("WHO")[0].decode().split(":")[0] for request in requests}
+    assert names == {"with_standby_0_0"}  # as in Triton: the passive instances run nothing
+    assert not client.is_model_ready("only_standby")
+    assert "every instance_group is passive; set passive: false on at least one" in server.logs()
