@@ -149,6 +149,18 @@ def test_json_takes_one_value_where_a_list_is_expected_as_triton_does() -> None:
     assert [(tensor.name, list(tensor.dims)) for tensor in config.input] == [("I", [4])]
 
 
+def test_json_as_protobufs_parser_takes_it() -> None:
+    """Triton's own QA loads ``direct: {...}``: unquoted keys, single quotes and trailing commas pass."""
+    config = config_from_json(
+        """{"sequence_batching": {"iterative_sequence": true, direct: {"max_queue_delay_microseconds": 10},},
+        'backend': 'python', parameters: {'p': {'string_value': "it's 'quoted'"}},}"""
+    )
+    assert config.sequence_batching.direct.max_queue_delay_microseconds == 10
+    assert config.backend == "python"
+    assert config.parameters["p"].string_value == "it's 'quoted'"
+    assert config_from_json("{'max_batch_size': 1e1, 'name': 'tab\\there'}").name == "tab\there"
+
+
 def test_json_accepts_dict() -> None:
     assert config_from_json({"name": "m", "backend": "python"}).backend == "python"
 
@@ -161,6 +173,7 @@ def test_json_accepts_dict() -> None:
         ('{"input": [{"data_type": "TYPE_FP33"}]}', "input[0].data_type: Invalid enum value TYPE_FP33"),
         ('{"max_batch_size": "x"}', "max_batch_size: invalid literal"),
         ("{", "model config is not valid JSON"),
+        ("{name: }", "model config is not valid JSON: Expecting property name enclosed in double quotes"),
         ("[1]", "model config JSON must be an object, got list"),
     ],
 )

@@ -14,6 +14,7 @@ from typing import Any, cast
 from google.protobuf import json_format, text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from naiad.config import lenient_json
 from naiad.errors import invalid_arg
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.suggestions import SuggestingError, close_matches, did_you_mean
@@ -119,14 +120,15 @@ def parse_model_config(text: str, *, model_name: str, source: str = CONFIG_FILEN
 
 
 def config_from_json(text: str | dict[str, Any]) -> ModelConfig:
-    """Parse a JSON model config (load API): proto field names, enum names in any case, and one
-    value where a list is expected (``"instance_group": {...}``), as Triton's parser takes them.
+    """Parse a JSON model config (load API): proto field names, enum names in any case, one value
+    where a list is expected (``"instance_group": {...}``), single-quoted strings, unquoted keys and
+    trailing commas, as Triton's parser takes them.
 
     Unknown fields are rejected.
     """
     if isinstance(text, str):
         try:
-            data = json.loads(text)
+            data = lenient_json.loads(text)
         except json.JSONDecodeError as exc:
             raise invalid_arg(f"model config is not valid JSON: {exc}") from None
     else:
