@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -45,16 +46,23 @@ def _eventually(condition: object, timeout: float = 10.0) -> bool:
     return bool(condition())
 
 
+def _slow_tensors(client: Any, inputs: str, outputs: str, gate: Path) -> tuple[list[Any], list[Any]]:
+    """slow_echo's inputs (INPUT0 in region ``inputs``) and its output into region ``outputs``, for
+    ``client`` (tritonclient.http or tritonclient.grpc); the model answers once ``gate`` exists."""
+    data = client.InferInput("INPUT0", [4], "FP32")
+    data.set_shared_memory(inputs, 16)
+    opener = client.InferInput("GATE", [1], "BYTES")
+    opener.set_data_from_numpy(np.array([str(gate).encode()], dtype=np.object_))
+    requested = client.InferRequestedOutput("OUTPUT0")
+    requested.set_shared_memory(outputs, 16)
+    return [data, opener], [requested]
+
+
 def _slow_request(
     client: httpclient.InferenceServerClient, inputs: str, outputs: str, gate: Path
 ) -> httpclient.InferAsyncRequest:
-    data = httpclient.InferInput("INPUT0", [4], "FP32")
-    data.set_shared_memory(inputs, 16)
-    opener = httpclient.InferInput("GATE", [1], "BYTES")
-    opener.set_data_from_numpy(np.array([str(gate).encode()], dtype=np.object_))
-    requested = httpclient.InferRequestedOutput("OUTPUT0")
-    requested.set_shared_memory(outputs, 16)
-    return client.async_infer("slow_echo", [data, opener], outputs=[requested])
+    tensors, requested = _slow_tensors(httpclient, inputs, outputs, gate)
+    return client.async_infer("slow_echo", tensors, outputs=requested)
 
 
 def test_a_region_in_use_is_not_unregistered_until_its_request_is_answered(
@@ -95,16 +103,9 @@ def test_a_region_in_use_over_grpc_is_refused_with_grpc_internal(
     outputs, _, _ = registered(16)
     gate = tmp_path / "open"
     with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
-        data = grpcclient.InferInput("INPUT0", [4], "FP32")
-        data.set_shared_memory(inputs, 16)
-        opener = grpcclient.InferInput("GATE", [1], "BYTES")
-        opener.set_data_from_numpy(np.array([str(gate).encode()], dtype=np.object_))
-        requested = grpcclient.InferRequestedOutput("OUTPUT0")
-        requested.set_shared_memory(outputs, 16)
+        tensors, requested = _slow_tensors(grpcclient, inputs, outputs, gate)
         results: list[tuple[object, object]] = []
-        grpc.async_infer(
-            "slow_echo", [data, opener], lambda result, error: results.append((result, error)), outputs=[requested]
-        )
+        grpc.async_infer("slow_echo", tensors, lambda result, error: results.append((result, error)), outputs=requested)
         time.sleep(1.0)  # the request is in the model, holding both windows
         with pytest.raises(InferenceServerException) as caught:
             grpc.unregister_system_shared_memory(inputs)
