@@ -23,8 +23,9 @@ the batch that carried the request):
 * ``batch_stats``: per executed batch size (rows), one count per execution, its phases' times.
 
 A request fails if any of its responses carries an error that fails it
-(:attr:`naiad.inference.InferenceResponse.fails_request`); the reason is ``CANCELED`` when it was
-cancelled (or answered CANCELLED), ``BACKEND`` when it reached an instance, ``REJECTED`` when the
+(:attr:`naiad.inference.InferenceResponse.fails_request`: not an error the model answered with,
+even for a request cancelled while the model ran it); the reason is ``CANCELED`` when it was
+cancelled (or the error says CANCELLED), ``BACKEND`` when it reached an instance, ``REJECTED`` when the
 scheduler refused it (queue full, queue timeout, unloading: UNAVAILABLE), else ``OTHER``. Requests
 refused by validation before they are queued are not counted, as in Triton.
 """
@@ -314,7 +315,7 @@ class StatisticsStage:
             tracker = sender.tracker
             if tracker is not None:
                 response = event.response
-                if response is not None and _fails(response, tracker):
+                if response is not None and _fails(response):
                     tracker.error = response.error
                     tracker.cancelled = tracker.cancellation.cancelled
                 if stats.per_response:
@@ -331,13 +332,11 @@ class StatisticsStage:
         return deliver
 
 
-def _fails(response: InferenceResponse, tracker: RequestTracker) -> bool:
-    """Whether a response fails its request: an error does unless the model answered with it, and
-    always when the request was cancelled (that is its fate, whatever the model answered)."""
-    error = response.error
-    return error is not None and (
-        response.fails_request or error.code is ErrorCode.CANCELLED or tracker.cancellation.cancelled
-    )
+def _fails(response: InferenceResponse) -> bool:
+    """Whether a response fails its request: an error does unless the model answered with it, as
+    Triton's python backend counts them, a request cancelled while the model ran included (the
+    model served it; one cancelled before it reached the model is failed by naiad's own error)."""
+    return response.error is not None and response.fails_request
 
 
 def _with_counters_of(snapshot: StatisticsSnapshot, other: StatisticsSnapshot | None) -> StatisticsSnapshot:
