@@ -22,6 +22,7 @@ from naiad.backend import ErrorCode, InstanceContext, ModelInstance, NaiadError,
 from naiad.backend import InferenceRequest as CoreRequest
 from naiad_python import convert, loader, origin
 from naiad_python.backend_model import PythonModel
+from naiad_python.batch_refusal import batch_refusal, fail_requests
 from naiad_python.event_loop import EventLoopThread, raised
 from naiad_python.pbutils.errors import TritonError, TritonModelException
 from naiad_python.pbutils.request import InferenceRequest
@@ -48,6 +49,7 @@ class PythonModelInstance(ModelInstance):
         self.model_name = context.model_name
         self.model_file = model.model_file
         self.decoupled = context.config.model_transaction_policy.decoupled
+        self.batching = context.config.max_batch_size > 0
         self.config_outputs = [output.name for output in context.config.output]
         self._loop = EventLoopThread(context.name)
         self._ready_pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -107,6 +109,10 @@ class PythonModelInstance(ModelInstance):
 
     def execute(self, requests: Sequence[CoreRequest]) -> None:
         """Run one batch and answer every request through its sender (see the module docstring)."""
+        refused = batch_refusal(requests, self.batching)
+        if refused is not None:
+            fail_requests(requests, refused)
+            return
         batch = [
             convert.received_request(
                 request, decoupled=self.decoupled, config_outputs=self.config_outputs, copy_outputs=self._copy_outputs

@@ -18,6 +18,7 @@ from .models import (
     METADATA,
     NO_EXECUTE,
     SENDER_MODES,
+    PythonModelSpec,
 )
 
 FOUR = np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)
@@ -267,3 +268,38 @@ def test_sender_rules_in_a_non_decoupled_model(load_model: LoadModel) -> None:
         "Unable to send response. Non-decoupled model cannot send more than one response.",
         "Unable to send response. Response sender has been closed.",
     ]
+
+
+OPTIONAL_ONLY = PythonModelSpec(
+    """
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            out = pb_utils.Tensor("OUT", np.zeros((1, 1), np.float32))
+            return [pb_utils.InferenceResponse([out]) for _ in requests]
+    """,
+    """
+    backend: "python"
+    max_batch_size: 4
+    input [ { name: "A" data_type: TYPE_FP32 dims: [ 1 ] optional: true } ]
+    output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+    """,
+)
+
+
+def test_a_batching_model_refuses_a_request_with_no_inputs_as_triton_does(load_model: LoadModel) -> None:
+    """Triton's python backend reads a batching model's batch size from each request's first input."""
+    model = load_model("optional_only", OPTIONAL_ONLY)
+    empty, answered = model.request({}, id="r7")
+    full, full_answered = model.request({"A": np.ones((1, 1), np.float32)})
+    model.execute([full, empty])  # the whole batch fails, as in Triton
+    for collected in (answered, full_answered):
+        error = collected.only().error
+        assert error is not None
+        assert (error.code, error.message) == (
+            ErrorCode.INVALID_ARG,
+            "[request id: r7] out of bounds index 0: request has 0 inputs",
+        )

@@ -23,7 +23,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from functools import partial
 
@@ -42,6 +42,7 @@ from naiad.backend import (
 from naiad_python import instance as in_process
 from naiad_python import origin
 from naiad_python.backend_model import PythonModel
+from naiad_python.batch_refusal import batch_refusal, fail_requests
 from naiad_python.isolation.arena import ReadArena, WriteArena
 from naiad_python.isolation.bls_server import BlsRequests
 from naiad_python.isolation.channel import Channel, ChannelClosed, Message
@@ -130,6 +131,7 @@ class IsolatedInstance(ModelInstance):
         self._model = model
         self._context = context
         self._decoupled = context.config.model_transaction_policy.decoupled
+        self._batching = context.config.max_batch_size > 0
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
         self._serving = threading.Event()  # set while a worker serves (or the instance closes)
@@ -302,7 +304,7 @@ class IsolatedInstance(ModelInstance):
             self.name,
             reason,
         )
-        self._fail(pending.values(), self._died(reason))
+        fail_requests(pending.values(), self._died(reason))
         for batch in batches.values():
             batch.end_from_thread()
         for future in list(self._ready.values()):
@@ -317,12 +319,6 @@ class IsolatedInstance(ModelInstance):
             f"died while running the request ({reason}); the instance is restarting",
             ErrorCode.INTERNAL,
         )
-
-    @staticmethod
-    def _fail(requests: Iterable[InferenceRequest], error: NaiadError) -> None:
-        for request in requests:
-            if not request.sender.closed:
-                request.sender.send(InferenceResponse(error=error), final=True)
 
     def _restart(self) -> None:
         attempt = 0
@@ -361,6 +357,10 @@ class IsolatedInstance(ModelInstance):
 
     async def execute(self, requests: Sequence[InferenceRequest]) -> None:
         """Run one batch in the worker; returns when the model's ``execute`` returned there."""
+        refused = batch_refusal(requests, self._batching)
+        if refused is not None:
+            fail_requests(requests, refused)
+            return
         with self._lock:
             worker = self._worker
         if worker is None and (wait := self._restart_wait_s()):  # the batch runs in the new worker
@@ -373,7 +373,7 @@ class IsolatedInstance(ModelInstance):
                 "retry the request",
                 ErrorCode.UNAVAILABLE,
             )
-            self._fail(requests, error)
+            fail_requests(requests, error)
             return
         tensors = [tensor for request in requests for tensor in request.inputs.values()]
         arena, specs, fd = worker.inputs.write(tensors)
@@ -407,7 +407,7 @@ class IsolatedInstance(ModelInstance):
                     self._pending[key] = request
                 self._batches[keys[0]] = batch
         if lost:
-            self._fail(requests, self._died("it died before the request reached it"))
+            fail_requests(requests, self._died("it died before the request reached it"))
             return
         cancels = [partial(self._cancel, worker, key) for key in keys]
         for cancel, request in zip(cancels, requests, strict=True):
