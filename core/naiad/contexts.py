@@ -152,11 +152,12 @@ class SchedulerContext:
         trace_started(requests)
         return start
 
-    def execution_ended(self, requests: Sequence[InferenceRequest], start_ns: int) -> None:
+    def execution_ended(self, requests: Sequence[InferenceRequest], start_ns: int, *, computed: bool = True) -> None:
         """The execution of ``requests`` that started at ``start_ns`` is over (before or after their
         final responses; a request counts once both are in). Compute phases come from each request's
-        :meth:`~naiad.inference.InferenceRequest.report_compute`."""
+        :meth:`~naiad.inference.InferenceRequest.report_compute`. ``computed=False``: no backend
+        computed them (an ensemble's steps did), so their traces get no compute timestamps, as Triton's."""
         end = time.monotonic_ns()
         if self._statistics is not None:
             self._statistics.executed(requests, start_ns, end)
-        trace_executed(requests, start_ns, end)
+        trace_executed(requests, start_ns, end, stamped=computed)

@@ -5,8 +5,10 @@ request of its model, while ``trace_count`` lasts; a request another model makes
 traced one is traced too, with its ``parent_id``). A traced request's sender carries its
 :class:`RequestTrace`, which gathers Triton's timestamps (``time.monotonic_ns``, as Triton's
 steady clock): ``REQUEST_START``, ``QUEUE_START``, ``COMPUTE_START``, ``COMPUTE_INPUT_END``,
-``COMPUTE_OUTPUT_START``, ``COMPUTE_END``, ``INFER_RESPONSE_COMPLETE`` per response (as the
-backend sends it: :meth:`~naiad.inference.ResponseSender.send` hands it over) and
+``COMPUTE_OUTPUT_START``, ``COMPUTE_END`` (not for an ensemble, which no backend computes),
+``INFER_RESPONSE_COMPLETE`` at the first response of a request from a frontend (as the backend sends
+it: :meth:`~naiad.inference.ResponseSender.send` hands it over; BLS and ensemble-step requests
+get none, as in Triton) and
 ``REQUEST_END`` (once the final response is sent and the execution over); at level ``TENSORS``
 the request's inputs and each response's outputs too. A request from a frontend also gets the
 frontend's own moments through its :class:`FrontendTiming`: reading the request
@@ -279,6 +281,7 @@ class RequestTrace:
     __slots__ = (
         "_ended",
         "_final",
+        "_from_frontend",
         "_frontend_open",
         "_info",
         "_lock",
@@ -326,6 +329,7 @@ class RequestTrace:
         self._lock = threading.Lock()
         self._started = self._ended = self._final = self._released = self._responded = False
         self._frontend_open = frontend is not None
+        self._from_frontend = frontend is not None  # only a frontend stamps INFER_RESPONSE_COMPLETE, as Triton's
         self._send_names = ("", "")
         if frontend is not None:
             frontend.trace = self
@@ -342,14 +346,13 @@ class RequestTrace:
         with self._lock:
             self._started = True
 
-    def executed(self, start: int, input_end: int, output_start: int, end: int) -> None:
-        for name, at in (
-            ("COMPUTE_START", start),
-            ("COMPUTE_INPUT_END", input_end),
-            ("COMPUTE_OUTPUT_START", output_start),
-            ("COMPUTE_END", end),
-        ):
-            self._stamp(name, at)
+    def executed(self, compute: tuple[int, int, int, int] | None) -> None:
+        """The execution ended; ``compute``: its start, input end, output start and end (None: nothing
+        computed it, as for an ensemble, whose steps have traces of their own)."""
+        if compute is not None:
+            names = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
+            for name, at in zip(names, compute, strict=True):
+                self._stamp(name, at)
         with self._lock:
             self._ended = True
             done = self._final
@@ -361,7 +364,7 @@ class RequestTrace:
         if response is not None:
             with self._lock:
                 first, self._responded = not self._responded, True
-            if first:  # Triton stamps a decoupled request's first response only
+            if first and self._from_frontend:  # Triton stamps a decoupled request's first response only
                 self._stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
             if self.tensors and response.error is None:
                 self._tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
@@ -438,18 +441,25 @@ def trace_started(requests: Sequence[InferenceRequest]) -> None:
             trace.started()
 
 
-def trace_executed(requests: Sequence[InferenceRequest], start: int, end: int) -> None:
-    """An execution of ``requests`` from ``start`` to ``end`` ended; each reported compute phase splits it."""
+def trace_executed(requests: Sequence[InferenceRequest], start: int, end: int, *, stamped: bool = True) -> None:
+    """An execution of ``requests`` from ``start`` to ``end`` ended; each reported compute phase splits it.
+    ``stamped=False``: the traces get no compute timestamps (no backend computed: an ensemble)."""
     for request in requests:
         trace = request.sender.trace
-        if trace is not None:
-            inside = start <= request.compute_start_ns <= request.compute_end_ns <= end
-            trace.executed(
+        if trace is None:
+            continue
+        if not stamped:
+            trace.executed(None)
+            continue
+        inside = start <= request.compute_start_ns <= request.compute_end_ns <= end
+        trace.executed(
+            (
                 start,
                 request.compute_start_ns if inside else start,
                 request.compute_end_ns if inside else end,
                 end,
             )
+        )
 
 
 def trace_path_writable(path: str) -> str | None:

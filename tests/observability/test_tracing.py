@@ -328,6 +328,49 @@ def test_a_request_made_while_serving_a_traced_one_names_its_parent(
     assert set(infos) == {"caller", "add_sub"}
     assert "parent_id" not in infos["caller"]
     assert infos["add_sub"]["parent_id"] == infos["caller"]["id"]
+    stamps = {trace["info"]["model_name"]: trace["stamps"] for trace in _traces(_entries(file)).values()}
+    assert set(ORDER) <= set(stamps["add_sub"])
+    assert "INFER_RESPONSE_COMPLETE" not in stamps["add_sub"]  # only a frontend stamps it, as in Triton
+    assert len(stamps["caller"]["INFER_RESPONSE_COMPLETE"]) == 1
+
+
+ENSEMBLE = """
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "add_sub" model_version: -1
+  input_map [ { key: "INPUT0" value: "A" }, { key: "INPUT1" value: "B" } ]
+  output_map { key: "OUTPUT0" value: "SUM" }
+} ] }
+"""
+
+
+def test_an_ensembles_trace_has_no_compute_timestamps_as_in_triton(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    file = tmp_path / "trace.json"
+    model_repository.add_model("pipeline", ENSEMBLE, {"1/.keep": ""})
+    server = _tracing_every_request(model_repository, naiad_server, file)
+    tensors = [httpclient.InferInput(name, [4], "FP32") for name in ("A", "B")]
+    for tensor in tensors:
+        tensor.set_data_from_numpy(np.ones(4, dtype=np.float32))
+    httpclient.InferenceServerClient(server.http_url).infer("pipeline", tensors)
+    assert server.stop() == 0
+    traces = {trace["info"]["model_name"]: trace for trace in _traces(_entries(file)).values()}
+    assert list(traces["pipeline"]["stamps"]) == [  # Triton 2.51's, side by side
+        "HTTP_RECV_START",
+        "HTTP_RECV_END",
+        "REQUEST_START",
+        "QUEUE_START",
+        "INFER_RESPONSE_COMPLETE",
+        "REQUEST_END",
+        "HTTP_SEND_START",
+        "HTTP_SEND_END",
+    ]
+    assert traces["add_sub"]["info"]["parent_id"] == traces["pipeline"]["info"]["id"]
+    assert list(traces["add_sub"]["stamps"]) == [*ORDER, "REQUEST_END"]
 
 
 def _stream(server: ServerProcess, requests: list[tuple[str, str, list[Any]]]) -> None:

@@ -310,7 +310,7 @@ class EnsembleRun:
     def _send(self, response: InferenceResponse | None, *, final: bool) -> None:
         if final and self._succeeded:  # as in Triton, a failed ensemble request counts no execution
             start = self.context.execution_started((self.request,), at_ns=self._started_ns)
-            self.context.execution_ended((self.request,), start)
+            self.context.execution_ended((self.request,), start, computed=False)
         self.request.sender.send(response, final=final)
 
     def _complete(self, branch: _Branch) -> bool:
