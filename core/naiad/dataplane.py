@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from naiad.backend_model import ModelInstance
-from naiad.errors import NaiadError, invalid_arg, unavailable, unsupported
+from naiad.errors import NaiadError, invalid_arg, unsupported
 from naiad.header_forwarding import HeaderForwarding
 from naiad.inference import (
     InferenceRequest,
@@ -25,7 +25,7 @@ from naiad.inference import (
     ResponseEvent,
     Scheduling,
 )
-from naiad.lifecycle import ModelLifecycle, requested_config
+from naiad.lifecycle import ModelLifecycle, requested_config, require_explicit_control
 from naiad.logs import LogControl
 from naiad.models import ModelState, ServingModel
 from naiad.service import InferenceService
@@ -190,18 +190,14 @@ class DataPlane:
         self, name: str, config_json: str | None = None, files: Mapping[str, bytes] | None = None
     ) -> None:
         """Load or reload a model (explicit model-control mode only), ``files`` being ``file:`` overrides."""
-        self._require_explicit_control()
+        require_explicit_control(self.explicit_model_control)
         override = requested_config(name, config_json)
         await asyncio.to_thread(self.lifecycle.load_model, name, override, files)
 
     async def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version of a model (explicit model-control mode only)."""
-        self._require_explicit_control()
+        require_explicit_control(self.explicit_model_control)
         await asyncio.to_thread(self.lifecycle.unload_model, name, unload_dependents=unload_dependents)
-
-    def _require_explicit_control(self) -> None:
-        if not self.explicit_model_control:
-            raise unavailable("explicit model load / unload is not allowed if polling is enabled")
 
     # -- inference -----------------------------------------------------------------------------
 

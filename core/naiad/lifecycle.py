@@ -749,6 +749,12 @@ def requested_config(name: str, config_json: str | None) -> ModelConfig | None:
         raise load_request_refused(name, error.message) from None
 
 
+def require_explicit_control(explicit: bool) -> None:
+    """Refuse a load or unload request, as Triton does, unless models are under explicit control."""
+    if not explicit:
+        raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+
+
 def load_request_refused(name: str, reason: str) -> NaiadError:
     """The answer to a load request whose config or files are unusable: Triton's (500 / INTERNAL, its
     text), with the reason in the log for whoever sent it."""

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from naiad.cancellation import CancellationToken
-from naiad.errors import ErrorCode, NaiadError, unavailable
+from naiad.errors import ErrorCode, NaiadError
 from naiad.inference import (
     InferenceRequest,
     InferenceResponse,
@@ -22,7 +22,7 @@ from naiad.inference import (
     ResponseSink,
     Scheduling,
 )
-from naiad.lifecycle import requested_config
+from naiad.lifecycle import requested_config, require_explicit_control
 from naiad.metrics.custom import CustomMetrics
 from naiad.models import ServingModel
 from naiad.protocol.model_config_pb2 import ModelConfig
@@ -216,7 +216,7 @@ class ServerHandle:
         Triton's JSON of one) instead of its own and ``files`` (``file:<path>`` keys) as a load request
         carries them; a JSON config that is not one is refused as the repository API refuses it. Blocks,
         so call from a thread."""
-        self._require_explicit_control()
+        require_explicit_control(self._explicit_model_control)
         if isinstance(config, str):
             config = requested_config(name, config)
         self._service.lifecycle.load_model(name, config, files or None)
@@ -224,9 +224,5 @@ class ServerHandle:
     def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version of a model (``--model-control-mode=explicit`` only), with
         ``unload_dependents`` the models it needs that nothing else needs too; blocks until done."""
-        self._require_explicit_control()
+        require_explicit_control(self._explicit_model_control)
         self._service.lifecycle.unload_model(name, unload_dependents=unload_dependents)
-
-    def _require_explicit_control(self) -> None:
-        if not self._explicit_model_control:
-            raise unavailable("explicit model load / unload is not allowed if polling is enabled")
