@@ -164,6 +164,11 @@ class SequenceScheduler(Scheduler):
             if request.rescheduled and not request.sender.closed:
                 request.rescheduled = False
                 request.flags = 0
+                try:  # its sequence may have idled out while the model held it: Triton's START error
+                    self._table.check(request)
+                except NaiadError as error:
+                    answer(request, error)
+                    continue
                 self._admit(request)
             elif not request.flags & SEQUENCE_END:
                 slot = self._table.forget(request.correlation_id)

@@ -100,6 +100,21 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.Tensor("RUNS", np.array([1], np.int32))]) for _ in requests]
 """
 
+# Holds its request longer than its sequence may idle, then reschedules it.
+OUTLIVES_ITS_SEQUENCE = """
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.5)
+        for request in requests:
+            request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+        return [None for _ in requests]
+"""
+
 ITERATIVE = "sequence_batching { iterative_sequence: true }\n"
 N = 'input [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
 RUNS = '{ name: "RUNS" data_type: TYPE_INT32 dims: [ 1 ] }'
@@ -122,6 +137,10 @@ def _write(root: Path) -> Path:
     builder.add_python_model("not_iterative", RESCHEDULES_EVERYTHING, f'backend: "python"\n{N}output [ {RUNS} ]\n')
     builder.add_python_model(
         "answers_too", ANSWERS_A_RESCHEDULED_REQUEST, f'backend: "python"\n{N}output [ {RUNS} ]\n{ITERATIVE}'
+    )
+    short_idle = "sequence_batching { iterative_sequence: true max_sequence_idle_microseconds: 200000 }\n"
+    builder.add_python_model(
+        "outlives", OUTLIVES_ITS_SEQUENCE, f'backend: "python"\n{N}output [ {RUNS} ]\n{short_idle}'
     )
     return builder.root
 
@@ -188,6 +207,18 @@ def test_rescheduling_on_a_model_without_iterative_sequences_fails_with_tritons_
     assert refused.value.message() == (
         "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to "
         "handle such a flag."
+    )
+
+
+def test_a_request_rescheduled_after_its_sequence_idled_out_gets_tritons_start_error(server: ServerProcess) -> None:
+    """Triton's iterative-sequence QA (test_reschedule_error): the sequence ended while the model held
+    the request, so the request coming back is refused as one without START."""
+    with pytest.raises(InferenceServerException) as refused:
+        httpclient.InferenceServerClient(server.http_url).infer("outlives", [_count(1)])
+    assert refused.value.status() == "400"
+    assert refused.value.message() == (
+        "inference request for sequence 1 to model 'outlives' must specify the START flag on the first request of "
+        "the sequence"
     )
 
 
