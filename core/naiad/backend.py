@@ -23,7 +23,7 @@ from naiad.cancellation import CancellationToken
 from naiad.config import config_from_json, config_to_json, config_to_json_dict, fill_load_defaults, parse_model_config
 from naiad.contexts import DEFAULT_MAX_BATCH_SIZE, BackendContext, InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.devices import gpu_count
-from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable, unsupported
+from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, request_prefix, unavailable, unsupported
 from naiad.event_loop import new_event_loop
 from naiad.heap import settle as settle_heap
 from naiad.hookspecs import hookimpl
@@ -128,6 +128,7 @@ __all__ = [
     "not_found",
     "parse_model_config",
     "report_compute",
+    "request_prefix",
     "settle_heap",
     "unavailable",
     "unsupported",

@@ -76,6 +76,7 @@ SDK = [
     "not_found",
     "parse_model_config",
     "report_compute",
+    "request_prefix",
     "settle_heap",
     "unavailable",
     "unsupported",

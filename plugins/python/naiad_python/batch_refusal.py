@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from naiad.backend import ErrorCode, InferenceRequest, InferenceResponse, NaiadError
-from naiad.errors import request_prefix
+from naiad.backend import ErrorCode, InferenceRequest, InferenceResponse, NaiadError, request_prefix
 
 
 def batch_refusal(requests: Sequence[InferenceRequest], batching: bool) -> NaiadError | None:
