@@ -281,7 +281,6 @@ class RequestTrace:
     __slots__ = (
         "_ended",
         "_final",
-        "_from_frontend",
         "_frontend_open",
         "_info",
         "_lock",
@@ -329,7 +328,6 @@ class RequestTrace:
         self._lock = threading.Lock()
         self._started = self._ended = self._final = self._released = self._responded = False
         self._frontend_open = frontend is not None
-        self._from_frontend = frontend is not None  # only a frontend stamps INFER_RESPONSE_COMPLETE, as Triton's
         self._send_names = ("", "")
         if frontend is not None:
             frontend.trace = self
@@ -364,7 +362,8 @@ class RequestTrace:
         if response is not None:
             with self._lock:
                 first, self._responded = not self._responded, True
-            if first and self._from_frontend:  # Triton stamps a decoupled request's first response only
+            # Triton stamps a decoupled request's first response only, and only for a frontend's request
+            if first and self._send_names[0]:
                 self._stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
             if self.tensors and response.error is None:
                 self._tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
