@@ -57,6 +57,7 @@ from naiad.protocol.model_config_pb2 import (
 from naiad.scheduling import build_scheduler
 from naiad.scheduling.base import Scheduler
 from naiad.scheduling.execution import InstanceRunner
+from naiad.scheduling.sequence_controls import control_datatype
 from naiad.server_handle import ServerHandle
 from naiad.sinks import BlockingSink, CallbackSink, LoopSink
 from naiad.suggestions import SuggestingError, close_matches
@@ -118,6 +119,7 @@ __all__ = [
     "config_from_json",
     "config_to_json",
     "config_to_json_dict",
+    "control_datatype",
     "datatypes",
     "describe_exit",
     "fill_load_defaults",

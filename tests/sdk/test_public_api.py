@@ -66,6 +66,7 @@ SDK = [
     "config_from_json",
     "config_to_json",
     "config_to_json_dict",
+    "control_datatype",
     "datatypes",
     "describe_exit",
     "fill_load_defaults",

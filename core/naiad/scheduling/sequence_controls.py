@@ -22,7 +22,7 @@ from naiad import datatypes
 from naiad.errors import invalid_arg
 from naiad.hash_order import map_order
 from naiad.inference import SEQUENCE_END, SEQUENCE_START
-from naiad.protocol.model_config_pb2 import ModelConfig, ModelSequenceBatching
+from naiad.protocol.model_config_pb2 import DataType, ModelConfig, ModelSequenceBatching
 from naiad.tensor import Tensor
 
 CorrelationId = int | str
@@ -129,6 +129,21 @@ def controls_from_config(config: ModelConfig) -> SequenceControls:
         corrid=None if corrid is None else (corrid[0], datatypes.BY_NUMBER[corrid[1].data_type]),
         batching=config.max_batch_size != 0,
     )
+
+
+def control_datatype(control_input: ModelSequenceBatching.ControlInput) -> DataType:
+    """The ``DataType`` of a control input's tensor: the CORRID's ``data_type``, or the type of the
+    ``*_false_true`` values of a START, END or READY control (``TYPE_INVALID`` when it gives none)."""
+    for control in control_input.control:
+        if control.data_type:
+            return control.data_type
+        if len(control.int32_false_true):
+            return DataType.TYPE_INT32
+        if len(control.fp32_false_true):
+            return DataType.TYPE_FP32
+        if len(control.bool_false_true):
+            return DataType.TYPE_BOOL
+    return DataType.TYPE_INVALID
 
 
 def _bool_control(entry: tuple[str, ModelSequenceBatching.Control] | None) -> BoolControl | None:

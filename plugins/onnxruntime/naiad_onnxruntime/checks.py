@@ -15,18 +15,12 @@ from naiad.backend import (
     ModelConfig,
     ModelInput,
     ModelOutput,
-    ModelSequenceBatching,
     NaiadError,
     SuggestingError,
     close_matches,
+    control_datatype,
 )
 from naiad_onnxruntime.tensors import ONNX_TO_CONFIG, ModelIO, TensorInfo, shape_text
-
-_CONTROL_TYPES = {
-    "int32_false_true": "TYPE_INT32",
-    "fp32_false_true": "TYPE_FP32",
-    "bool_false_true": "TYPE_BOOL",
-}
 
 
 def check_config(config: ModelConfig, io: ModelIO, model_file: str) -> None:
@@ -200,19 +194,10 @@ class _Checker:
                     f"unable to load model '{self.name}', sequence control '{info.name}' in model has dims"
                     f" {shape_text(dims)} but dims [1] is expected"
                 )
-            expected = _control_type(control_input)
-            if expected and expected != info.config_type:
+            number = control_datatype(control_input)
+            expected = DataType.Name(number)
+            if number != DataType.TYPE_INVALID and expected != info.config_type:
                 raise self.fail(
                     f"unable to load model '{self.name}', sequence control '{info.name}', the model expects"
                     f" data-type {info.config_type} but the model configuration specifies data-type {expected}"
                 )
-
-
-def _control_type(control_input: ModelSequenceBatching.ControlInput) -> str:
-    for control in control_input.control:
-        if control.data_type:
-            return DataType.Name(control.data_type)
-        for field, type_name in _CONTROL_TYPES.items():
-            if len(getattr(control, field)):
-                return type_name
-    return ""

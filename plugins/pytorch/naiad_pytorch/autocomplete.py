@@ -29,7 +29,7 @@ import torch
 
 from naiad.backend import DataType, ErrorCode, ModelConfig, ModelInput, ModelLoadContext, ModelOutput, NaiadError
 from naiad_pytorch import convert, torchscript
-from naiad_pytorch.binding import Binding, OutputBinding, bind_inputs, named_index
+from naiad_pytorch.binding import Binding, OutputBinding, SequenceTensors, bind_inputs, named_index
 from naiad_pytorch.execution import Call, summary
 from naiad_pytorch.parameters import TorchParameters
 from naiad_pytorch.schema import ForwardSchema, Kind
@@ -122,12 +122,14 @@ def _probe_outputs(
     parameters: TorchParameters,
 ) -> None:
     batching = config.max_batch_size > 0
-    inputs = bind_inputs(model_name, model_file, schema, config.input, batching=batching)
+    sequence = SequenceTensors.of(config.sequence_batching)
+    inputs = bind_inputs(model_name, model_file, schema, config.input, batching=batching, sequence=sequence)
     binding = Binding(inputs, OutputBinding("PROBE"))
-    call = Call(model_name, module, binding, schema.returns, config.input, [], batching=batching, input_device=None)
+    feeds = [*config.input, *sequence.inputs]  # a sequence model's controls and states are zeros too
+    call = Call(model_name, module, binding, schema.returns, feeds, [], batching=batching, input_device=None)
     runs: list[dict[str, tuple[str, list[int]]]] = []
     for batch, size in PROBE_RUNS:
-        arrays = {tensor.name: _zeros(tensor, batch if batching else None, size) for tensor in config.input}
+        arrays = {tensor.name: _zeros(tensor, batch if batching else None, size) for tensor in feeds}
         try:
             with torch.inference_mode(parameters.inference_mode), torch.no_grad():
                 result = module(**call.arguments(arrays))
@@ -215,8 +217,10 @@ def _merge(where: str, runs: list[dict[str, tuple[str, list[int]]]]) -> dict[str
 
 def _fill_outputs(where: str, config: ModelConfig, probed: dict[str, tuple[str, list[int]]]) -> None:
     if not config.output:
+        states = {named_index(state.output_name) for state in config.sequence_batching.state}
         for name, (data_type, dims) in probed.items():
-            config.output.add(name=name, data_type=DataType.Value(data_type), dims=dims)
+            if named_index(name) not in states:  # that result is an implicit state's, not an output
+                config.output.add(name=name, data_type=DataType.Value(data_type), dims=dims)
         return
     positional = {named_index(name): value for name, value in probed.items()}
     for index, output in enumerate(config.output):

@@ -10,8 +10,8 @@ import torch
 
 from naiad.backend import BackendModel, ErrorCode, ModelConfig, ModelLoadContext, NaiadError
 from naiad_pytorch import autocomplete, settings, torchscript
-from naiad_pytorch.binding import Binding, bind
-from naiad_pytorch.parameters import OBSOLETE, TorchParameters, parse_parameters
+from naiad_pytorch.binding import Binding, SequenceTensors, bind
+from naiad_pytorch.parameters import OBSOLETE, TorchParameters, parse_parameters, setting_lines
 from naiad_pytorch.schema import ForwardSchema
 
 _log = logging.getLogger("naiad.pytorch")
@@ -39,7 +39,7 @@ class PytorchModel(BackendModel):
             if module is None:
                 module = self._shared[key] = self._load(device)
             else:
-                _log.info("Reusing TorchScript model for model '%s' on %s", self.name, key)
+                _log.info("Reusing TorchScript model for instance '%s' (on %s)", self.name, key)
             return module
 
     def _load(self, device: torch.device | None) -> torch.jit.ScriptModule:
@@ -59,6 +59,7 @@ class PytorchModel(BackendModel):
                     config.input,
                     config.output,
                     batching=config.max_batch_size > 0,
+                    sequence=SequenceTensors.of(config.sequence_batching),
                 )
             return binding
 
@@ -86,6 +87,9 @@ def load_model(context: ModelLoadContext) -> PytorchModel:
         )
     _reject_unsupported(config)
     parameters = parse_parameters(context.model_name, config.parameters)
+    if config.parameters:
+        for line in setting_lines(context.model_name, parameters, config.parameters.keys()):
+            _log.info("%s", line)
     for key, reason in OBSOLETE.items():
         if key in config.parameters:
             _log.warning("model '%s': parameter %s is ignored: %s", context.model_name, key, reason)
@@ -100,14 +104,9 @@ def load_model(context: ModelLoadContext) -> PytorchModel:
 
 def _reject_unsupported(config: ModelConfig) -> None:
     """Config features Triton's pytorch backend has and naiad's does not (yet)."""
-    features = []
     if config.batch_input or config.batch_output:
-        features.append("batch_input/batch_output (ragged batching)")
-    sequence = config.sequence_batching
-    if config.HasField("sequence_batching") and (sequence.control_input or sequence.state):
-        features.append("sequence_batching control inputs and implicit state")
-    if features:
         raise NaiadError(
-            f"model '{config.name}': {' and '.join(features)} are not supported by naiad's pytorch backend yet",
+            f"model '{config.name}': batch_input/batch_output (ragged batching) are not supported by naiad's "
+            "pytorch backend yet",
             ErrorCode.UNSUPPORTED,
         )

@@ -11,6 +11,10 @@ keyed by its config name. Outputs are NAMED_INDEX (``OUTPUT__1`` is the second i
 returned tuple) or else config order; a model returning ``Dict[str, Tensor]`` is read by the
 output names (a naiad extension).
 
+A sequence model's control inputs (START, END, READY, CORRID) must be named ``<name>__<index>``;
+its implicit-state inputs follow the config inputs' convention, and its state outputs are named
+``<name>__<index>``, as in Triton.
+
 Everything here is checked before an instance serves: a mismatch is a load error naming the
 model, the file, the tensor and what the model has instead.
 """
@@ -22,7 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from naiad.backend import DataType, ModelInput, ModelOutput, invalid_arg
+from naiad.backend import (
+    DataType,
+    ErrorCode,
+    ModelInput,
+    ModelOutput,
+    ModelSequenceBatching,
+    NaiadError,
+    control_datatype,
+    invalid_arg,
+)
 from naiad_pytorch.schema import ForwardSchema, Kind
 
 _log = logging.getLogger("naiad.pytorch")
@@ -73,11 +86,54 @@ class Binding:
 
 
 def named_index(name: str) -> int | None:
-    """The index of a ``<name>__<index>`` tensor name, else None (split at the first ``__``)."""
+    """The index of a ``<name>__<index>`` tensor name, else None (split at the first ``__``; an empty
+    index is 0, as Triton reads it)."""
     _, separator, index = name.partition("__")
-    if separator and index.isascii() and index.isdigit():
-        return int(index)
+    if separator and (not index or (index.isascii() and index.isdigit())):
+        return int(index or "0")
     return None
+
+
+def _first_bad_index(names: Sequence[str]) -> str | None:
+    """The name that ends Triton's NAMED_INDEX check, when Triton warns about it: the first name
+    that is not ``<name>__<index>``, if it has a ``__`` (a name without one falls back silently)."""
+    bad = next((name for name in names if named_index(name) is None), None)
+    return bad if bad is not None and "__" in bad else None
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceTensors:
+    """The tensors a sequence batcher adds: control and state inputs (as config inputs), state outputs."""
+
+    controls: tuple[ModelInput, ...] = ()
+    states: tuple[ModelInput, ...] = ()
+    state_outputs: tuple[ModelOutput, ...] = ()
+
+    @classmethod
+    def of(cls, sequence: ModelSequenceBatching) -> SequenceTensors:
+        return cls(
+            tuple(
+                ModelInput(name=control.name, data_type=control_datatype(control), dims=[1])
+                for control in sequence.control_input
+            ),
+            tuple(
+                ModelInput(name=state.input_name, data_type=state.data_type, dims=state.dims)
+                for state in sequence.state
+            ),
+            tuple(
+                ModelOutput(name=state.output_name, data_type=state.data_type, dims=state.dims)
+                for state in sequence.state
+            ),
+        )
+
+    @property
+    def inputs(self) -> tuple[ModelInput, ...]:
+        return self.controls + self.states
+
+    def extra_outputs(self, outputs: Sequence[ModelOutput]) -> list[ModelOutput]:
+        """The state outputs that are not also config outputs."""
+        names = {output.name for output in outputs}
+        return [output for output in self.state_outputs if output.name not in names]
 
 
 class _Where:
@@ -94,6 +150,10 @@ class _Where:
             f"the model's signature is {self.schema.describe()}"
         )
 
+    def internal(self, message: str) -> Exception:
+        """Triton's INTERNAL load errors (sequence controls), with the model and file added."""
+        return NaiadError(f"{message} (model '{self.model_name}', {self.model_file})", ErrorCode.INTERNAL)
+
 
 def bind(
     model_name: str,
@@ -103,36 +163,68 @@ def bind(
     outputs: Sequence[ModelOutput],
     *,
     batching: bool,
+    sequence: SequenceTensors | None = None,
 ) -> Binding:
     """Check the config against ``forward`` and return how to call it and read its results."""
     return Binding(
-        bind_inputs(model_name, model_file, schema, inputs, batching=batching),
-        bind_outputs(model_name, model_file, schema, outputs, batching=batching),
+        bind_inputs(model_name, model_file, schema, inputs, batching=batching, sequence=sequence),
+        bind_outputs(model_name, model_file, schema, outputs, batching=batching, sequence=sequence),
     )
 
 
 def bind_inputs(
-    model_name: str, model_file: Path, schema: ForwardSchema, inputs: Sequence[ModelInput], *, batching: bool
+    model_name: str,
+    model_file: Path,
+    schema: ForwardSchema,
+    inputs: Sequence[ModelInput],
+    *,
+    batching: bool,
+    sequence: SequenceTensors | None = None,
 ) -> InputBinding:
-    """Which ``forward`` argument (or dict key) each config input feeds."""
+    """Which ``forward`` argument (or dict key) each config input, and each sequence control and state
+    input, feeds."""
     where = _Where(model_name, model_file, schema)
+    sequence = sequence or SequenceTensors()
     if not inputs:
         raise where.error("model configuration must contain at least one input, none were specified")
     for tensor in inputs:
         _check_datatype(where, "input", tensor, batching)
-    return _bind_inputs(where, inputs)
+    for control in sequence.controls:
+        _check_control(where, control)
+    for state in sequence.states:
+        _check_datatype(where, "input state", state, batching)
+    return _bind_inputs(where, inputs, sequence)
 
 
 def bind_outputs(
-    model_name: str, model_file: Path, schema: ForwardSchema, outputs: Sequence[ModelOutput], *, batching: bool
+    model_name: str,
+    model_file: Path,
+    schema: ForwardSchema,
+    outputs: Sequence[ModelOutput],
+    *,
+    batching: bool,
+    sequence: SequenceTensors | None = None,
 ) -> OutputBinding:
-    """Which result of ``forward`` (position or dict key) each config output reads."""
+    """Which result of ``forward`` (position or dict key) each config output and state output reads."""
     where = _Where(model_name, model_file, schema)
+    sequence = sequence or SequenceTensors()
     if not outputs:
         raise where.error("model configuration must contain at least one output, none were specified")
     for output in outputs:
         _check_datatype(where, "output", output, batching)
-    return _bind_outputs(where, outputs)
+    for state in sequence.state_outputs:
+        _check_datatype(where, "state", state, batching)
+    return _bind_outputs(where, outputs, sequence)
+
+
+def _check_control(where: _Where, control: ModelInput) -> None:
+    """Triton's checks of a sequence control input: a ``<name>__<index>`` name and a tensor datatype."""
+    if named_index(control.name) is None:
+        raise where.internal(f"input '{control.name}' does not follow <name>__<index> naming convention.")
+    if control.data_type not in TENSOR_TYPES:
+        raise where.internal(
+            f"input '{control.name}' type '{DataType.Name(control.data_type)}' is not supported by PyTorch."
+        )
 
 
 def _check_datatype(where: _Where, kind: str, tensor: ModelInput | ModelOutput, batching: bool) -> None:
@@ -146,12 +238,13 @@ def _check_datatype(where: _Where, kind: str, tensor: ModelInput | ModelOutput, 
             )
     elif tensor.data_type not in TENSOR_TYPES:
         raise where.error(
-            f"unsupported datatype {DataType.Name(tensor.data_type)} for {kind} '{tensor.name}'"
-            " (PyTorch tensors take BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64 or BF16)"
+            f"unsupported datatype {DataType.Name(tensor.data_type)} for {kind} '{tensor.name}' for model "
+            f"'{where.model_name}' (PyTorch tensors take BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64 "
+            "or BF16)"
         )
 
 
-def _bind_inputs(where: _Where, inputs: Sequence[ModelInput]) -> InputBinding:
+def _bind_inputs(where: _Where, inputs: Sequence[ModelInput], sequence: SequenceTensors) -> InputBinding:
     args = where.schema.args
     dict_args = [arg for arg in args if arg.kind is Kind.TENSOR_DICT]
     if dict_args:
@@ -160,31 +253,39 @@ def _bind_inputs(where: _Where, inputs: Sequence[ModelInput]) -> InputBinding:
                 "Multiple inputs of kind DictType were detected or a DictType input is mixed with others. "
                 "Only a single input of type Dict(str, Tensor) is supported"
             )
-        for tensor in inputs:
+        for tensor in [*inputs, *sequence.states]:
             if tensor.data_type == DataType.TYPE_STRING:
                 raise where.error(f"input '{tensor.name}' is TYPE_STRING but Dict[str, Tensor] values are tensors")
         return InputBinding(DICT, dict_argument=dict_args[0].name)
 
+    # The convention is the config inputs'; state inputs follow it, controls are always indexed.
     names = [tensor.name for tensor in inputs]
     arg_names = where.schema.arg_names
+    states = list(sequence.states)
     if all(name in arg_names for name in names):
         convention, positions = FORWARD_ARGUMENT, [arg_names.index(name) for name in names]
+        positions += [_state_position(where, state.name, by_argument=True) for state in states]
     elif all(named_index(name) is not None for name in names):
         convention, positions = NAMED_INDEX, [named_index(name) or 0 for name in names]
+        positions += [_state_position(where, state.name, by_argument=False) for state in states]
     else:
-        convention, positions = STRICT_CONFIG_ORDERING, list(range(len(names)))
-        _log.warning(
-            "input '%s' or previous input(s) are neither an input argument to the model '%s' nor do they "
-            "follow the <name>__<index> naming convention. Falling back to enforcing strict ordering "
-            "from model configuration.",
-            next(name for name in names if name not in arg_names and named_index(name) is None),
-            where.model_name,
-        )
-    if len(names) > len(args):
-        raise where.error(f"configuration expects {len(names)} inputs, model provides {len(args)}")
+        convention, positions = STRICT_CONFIG_ORDERING, list(range(len(names) + len(states)))
+        bad = _first_bad_index(names)
+        if bad is not None:
+            _log.warning(
+                "input '%s' or previous input(s) are neither an input argument to the model '%s' nor do they "
+                "follow the <name>__<index> naming convention. Falling back to enforcing strict ordering "
+                "from model configuration.",
+                bad,
+                where.model_name,
+            )
+    bound = [*inputs, *states, *sequence.controls]
+    positions += [named_index(control.name) or 0 for control in sequence.controls]
+    if len(bound) > len(args):
+        raise where.error(f"configuration expects {len(bound)} inputs, model provides {len(args)}")
     argument_of: dict[str, str] = {}
     taken: dict[int, str] = {}
-    for tensor, position in zip(inputs, positions, strict=True):
+    for tensor, position in zip(bound, positions, strict=True):
         if position >= len(args):
             raise where.error(
                 f"input '{tensor.name}' refers to forward argument index {position}, "
@@ -215,16 +316,31 @@ def _bind_inputs(where: _Where, inputs: Sequence[ModelInput]) -> InputBinding:
     missing = [arg.name for index, arg in enumerate(args) if index not in taken and not arg.has_default]
     if missing:
         raise where.error(
-            f"configuration expects {len(names)} inputs, model provides {len(args)}: "
-            f"no config input for forward argument(s) {missing} (config inputs: {names})"
+            f"configuration expects {len(bound)} inputs, model provides {len(args)}: "
+            f"no config input for forward argument(s) {missing} (config inputs: {[t.name for t in bound]})"
         )
     return InputBinding(convention, argument_of=argument_of)
 
 
-def _bind_outputs(where: _Where, outputs: Sequence[ModelOutput]) -> OutputBinding:
+def _state_position(where: _Where, name: str, *, by_argument: bool) -> int:
+    """The argument a state input feeds: the argument of that name or its ``__<index>``, the config
+    inputs' convention first."""
+    arg_names = where.schema.arg_names
+    by_name = arg_names.index(name) if name in arg_names else None
+    by_index = named_index(name)
+    first, second = (by_name, by_index) if by_argument else (by_index, by_name)
+    position = first if first is not None else second
+    if position is None:
+        raise where.error(
+            f"input state '{name}' is neither an argument of forward() nor named <name>__<index> (the argument's index)"
+        )
+    return position
+
+
+def _bind_outputs(where: _Where, outputs: Sequence[ModelOutput], sequence: SequenceTensors) -> OutputBinding:
     returns = where.schema.returns
     if returns.kind is Kind.TENSOR_DICT:
-        for output in outputs:
+        for output in [*outputs, *sequence.state_outputs]:
             if output.data_type == DataType.TYPE_STRING:
                 raise where.error(f"output '{output.name}' is TYPE_STRING but Dict[str, Tensor] values are tensors")
         return OutputBinding(DICT)
@@ -238,14 +354,24 @@ def _bind_outputs(where: _Where, outputs: Sequence[ModelOutput]) -> OutputBindin
         convention, positions = NAMED_INDEX, [named_index(name) or 0 for name in names]
     else:
         convention, positions = STRICT_CONFIG_ORDERING, list(range(len(names)))
-        _log.warning(
-            "output '%s' or previous output(s) of the model '%s' do not follow the <name>__<index> naming "
-            "convention. Falling back to enforcing strict ordering from model configuration.",
-            next(name for name in names if named_index(name) is None),
-            where.model_name,
-        )
+        bad = _first_bad_index(names)
+        if bad is not None:
+            _log.warning(
+                "output '%s' or previous output(s) of the model '%s' do not follow the <name>__<index> naming "
+                "convention. Falling back to enforcing strict ordering from model configuration.",
+                bad,
+                where.model_name,
+            )
+    index_of = dict(zip(names, positions, strict=True))
+    for state in sequence.state_outputs:  # always <name>__<index>, also when a config output too
+        index = named_index(state.name)
+        if index is None:
+            raise where.error(f"output state '{state.name}' does not follow the <name>__<index> naming convention")
+        index_of[state.name] = index
+    bound = {output.name: output for output in [*outputs, *sequence.state_outputs]}
     count = returns.count
-    for output, position in zip(outputs, positions, strict=True):
+    for output in bound.values():
+        position = index_of[output.name]
         if count is not None and position >= count:
             raise where.error(
                 f"The output {output.name} in the model configuration refers to an output index which "
@@ -265,4 +391,4 @@ def _bind_outputs(where: _Where, outputs: Sequence[ModelOutput]) -> OutputBindin
             )
         if kind is Kind.TENSOR and string:
             raise where.error(f"output '{output.name}' is TYPE_STRING but the model returns a Tensor there")
-    return OutputBinding(convention, index_of=dict(zip(names, positions, strict=True)))
+    return OutputBinding(convention, index_of=index_of)

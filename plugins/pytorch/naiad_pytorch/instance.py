@@ -12,6 +12,7 @@ import torch
 from naiad.backend import ErrorCode, InstanceContext, NaiadError, TensorInstance
 from naiad_pytorch import settings, torchscript
 from naiad_pytorch.backend_model import PytorchModel
+from naiad_pytorch.binding import SequenceTensors
 from naiad_pytorch.execution import Call
 
 
@@ -45,14 +46,16 @@ class PytorchInstance(TensorInstance):
         self.device = device_for(context)
         module = model.module_for(self.device)
         schema = torchscript.schema_of(module)
-        binding = model.binding_for(schema, context.config)
+        config = context.config
+        binding = model.binding_for(schema, config)
+        sequence = SequenceTensors.of(config.sequence_batching)
         self.call: Call | None = Call(
             model.name,
             module,
             binding,
             schema.returns,
-            context.config.input,
-            context.config.output,
+            [*config.input, *sequence.inputs],
+            [*config.output, *sequence.extra_outputs(config.output)],
             batching=self.batching,
             input_device=self.device,
         )

@@ -7,7 +7,7 @@ take effect only when positive. Unknown parameters are ignored, as in Triton.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from naiad.backend import ModelParameter, invalid_arg
@@ -82,3 +82,27 @@ def parse_parameters(model_name: str, parameters: Mapping[str, ModelParameter]) 
         intra_op_threads=count("INTRA_OP_THREAD_COUNT"),
         inter_op_threads=count("INTER_OP_THREAD_COUNT"),
     )
+
+
+def setting_lines(model_name: str, parameters: TorchParameters, given: Collection[str]) -> list[str]:
+    """What Triton's backend logs at load of a model that has ``parameters`` (``given`` are their keys):
+    the four switches always, the optional ones when given, in Triton's words and order."""
+    where = f"for model instance '{model_name}'"
+
+    def state(enabled: bool | None) -> str:
+        return "enabled" if enabled else "disabled"
+
+    lines = [
+        f"Optimized execution is {state(parameters.optimized_execution)} {where}",
+        f"Cache Cleaning is {state(parameters.cache_cleaning)} {where}",
+        f"Inference Mode is {state(parameters.inference_mode)} {where}",
+        f"cuDNN is {state(parameters.cudnn)} {where}",
+    ]
+    optional = (
+        ("ENABLE_TENSOR_FUSER", "Tensor fuser", parameters.tensor_fuser),
+        ("ENABLE_WEIGHT_SHARING", "Weight sharing", parameters.weight_sharing),
+        ("ENABLE_JIT_PROFILING", "Jit profiling", parameters.jit_profiling),
+        ("ENABLE_JIT_EXECUTOR", "Jit executor", parameters.jit_executor),
+    )
+    lines += [f"{label} is {state(value)} {where}" for key, label, value in optional if key in given]
+    return lines

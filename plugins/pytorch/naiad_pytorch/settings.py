@@ -53,7 +53,7 @@ def _set_once(model_name: str, key: str, value: int, apply: Callable[[str, int],
 
 def _set_intra_op(model_name: str, value: int) -> None:
     torch.set_num_threads(value)
-    _log.info("Intra op thread count is set to %d for model '%s'", torch.get_num_threads(), model_name)
+    _log.info("Intra op thread count is set to %d for model instance '%s'", torch.get_num_threads(), model_name)
 
 
 def _set_inter_op(model_name: str, value: int) -> None:
@@ -70,7 +70,7 @@ def _set_inter_op(model_name: str, value: int) -> None:
             torch.get_num_interop_threads(),
         )
         return
-    _log.info("Inter op thread count is set to %d for model '%s'", torch.get_num_interop_threads(), model_name)
+    _log.info("Inter op thread count is set to %d for model instance '%s'", torch.get_num_interop_threads(), model_name)
 
 
 def apply_execution_flags(parameters: TorchParameters) -> None:

@@ -66,6 +66,38 @@ class BatchSize(torch.nn.Module):
         return INPUT__0 * 2, rows
 
 
+class MixedNames(torch.nn.Module):
+    """Triton's io_names QA model: configs may name its inputs ``INPUT0`` and ``INPUT__1``."""
+
+    def forward(self, INPUT0: torch.Tensor, INPUT1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return INPUT0 - INPUT1, INPUT0 + INPUT1
+
+
+class Accumulate(torch.nn.Module):
+    """A running sum kept in implicit state: ``OUTPUT = INPUT + state``, the state ignored at START."""
+
+    def forward(
+        self, INPUT__0: torch.Tensor, INPUT_STATE__1: torch.Tensor, START__2: torch.Tensor, READY__3: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        keep = torch.logical_and(READY__3 != 0, START__2 == 0)
+        total = INPUT__0 + INPUT_STATE__1 * keep
+        return total, total
+
+
+class Controls(torch.nn.Module):
+    """Shows the sequence controls it was given: ``INPUT + START + 10 END + 100 READY``, and the CORRID."""
+
+    def forward(
+        self,
+        INPUT__0: torch.Tensor,
+        START__1: torch.Tensor,
+        END__2: torch.Tensor,
+        READY__3: torch.Tensor,
+        CORRID__4: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return INPUT__0 + START__1 + END__2 * 10 + READY__3 * 100, CORRID__4
+
+
 class Linear(torch.nn.Module):
     """A seeded linear layer, saved with ``torch.jit.trace``."""
 

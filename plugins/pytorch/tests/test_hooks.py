@@ -13,11 +13,13 @@ from naiad_pytorch.instance import PytorchInstance
 from .conftest import LoadModel, load_error
 from .models import (
     TORCHSCRIPT_DEPRECATION,
+    Accumulate,
     AddSub,
     DictIn,
     DictOut,
     Int64Affine,
     Linear,
+    MixedNames,
     NamedArgs,
     Stats,
     Upper,
@@ -89,7 +91,34 @@ def test_other_names_follow_config_order(
     first, second = np.array([1, 2], np.float32), np.array([3, 4], np.float32)
     outputs = load("ordered").infer({"FIRST": first, "SECOND": second})
     np.testing.assert_allclose(outputs["RESULT"], first * second + 1)
-    assert "Falling back to enforcing strict ordering from model configuration" in caplog.text
+    # As in Triton, only a "<name>__<index>" whose index is not a number is warned about.
+    assert "Falling back to enforcing strict ordering" not in caplog.text
+    add_torch_model(model_repository, "bad_index", scripted(NamedArgs()), config.replace('"FIRST"', '"FIRST__a"'))
+    load("bad_index")
+    assert (
+        "input 'FIRST__a' or previous input(s) are neither an input argument to the model 'bad_index' nor do they "
+        "follow the <name>__<index> naming convention. Falling back to enforcing strict ordering from model "
+        "configuration."
+    ) in caplog.text
+
+
+def test_argument_and_index_names_mixed_follow_config_order(
+    model_repository: ModelRepositoryBuilder, load: LoadModel
+) -> None:
+    """Triton's io_names QA ``test_mix_arguments_index``: ``INPUT0`` (an argument) with ``INPUT__1``."""
+    config = """
+    max_batch_size: 8
+    input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT__1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+    output [
+      { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+      { name: "OUTPUT__1" data_type: TYPE_FP32 dims: [ 4 ] }
+    ]
+    """
+    add_torch_model(model_repository, "mixed", scripted(MixedNames()), config)
+    a, b = fp32(2, 4, seed=1), fp32(2, 4, seed=2)
+    outputs = load("mixed").infer({"INPUT0": a, "INPUT__1": b})
+    np.testing.assert_allclose(outputs["OUTPUT0"], a - b)
+    np.testing.assert_allclose(outputs["OUTPUT__1"], a + b)
 
 
 def test_dict_input_and_dict_output(model_repository: ModelRepositoryBuilder, load: LoadModel) -> None:
@@ -405,3 +434,83 @@ def test_aoti_packages_are_not_supported(model_repository: ModelRepositoryBuilde
     with pytest.raises(NaiadError) as caught:
         load("aoti", auto_complete=True)
     assert "platform 'torch_aoti' (AOTInductor .pt2 packages) is not supported" in caught.value.message
+
+
+SEQUENCE_CONFIG = """
+max_batch_size: 4
+input [ { name: "INPUT__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+sequence_batching {
+  control_input [
+    { name: "START__2" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
+    { name: "READY__3" control [ { kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] } ] }
+  ]
+  state [ { input_name: "INPUT_STATE__1" output_name: "OUTPUT_STATE__1" data_type: TYPE_INT32 dims: [ 1 ] } ]
+}
+"""
+
+
+def test_sequence_controls_and_state_are_forward_arguments(
+    model_repository: ModelRepositoryBuilder, load: LoadModel
+) -> None:
+    add_torch_model(model_repository, "accumulate", scripted(Accumulate()), SEQUENCE_CONFIG)
+    model = load("accumulate")
+    column = np.array([[5], [7]], np.int32)
+    outputs = model.infer(
+        {
+            "INPUT__0": column,
+            "INPUT_STATE__1": np.array([[10], [10]], np.int32),
+            "START__2": np.array([[1], [0]], np.int32),
+            "READY__3": np.array([[1], [1]], np.int32),
+        }
+    )
+    np.testing.assert_array_equal(outputs["OUTPUT__0"], [[5], [17]])  # the state counts unless at START
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            ("START__2", "START"),
+            "input 'START' does not follow <name>__<index> naming convention.",
+        ),
+        (
+            (
+                "{ kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] }",
+                "{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 }",
+            ),
+            "input 'READY__3' type 'TYPE_UINT64' is not supported by PyTorch.",
+        ),
+        (
+            ('output_name: "OUTPUT_STATE__1"', 'output_name: "OUTPUT_STATE"'),
+            "output state 'OUTPUT_STATE' does not follow the <name>__<index> naming convention",
+        ),
+        (
+            ('input_name: "INPUT_STATE__1"', 'input_name: "INPUT_STATE"'),
+            "input state 'INPUT_STATE' is neither an argument of forward() nor named <name>__<index>",
+        ),
+        (
+            ("data_type: TYPE_INT32 dims: [ 1 ] } ]\n}", "data_type: TYPE_UINT32 dims: [ 1 ] } ]\n}"),
+            "unsupported datatype TYPE_UINT32 for input state 'INPUT_STATE__1' for model 'seq'",
+        ),
+    ],
+    ids=["control-name", "control-type", "state-output-name", "state-input-name", "state-type"],
+)
+def test_sequence_tensor_mistakes_fail_the_load(
+    model_repository: ModelRepositoryBuilder, load: LoadModel, edit: tuple[str, str], message: str
+) -> None:
+    config = SEQUENCE_CONFIG.replace(*edit)
+    assert config != SEQUENCE_CONFIG
+    add_torch_model(model_repository, "seq", scripted(Accumulate()), config)
+    assert message in load_error(load, "seq")
+
+
+def test_auto_complete_of_a_sequence_model_leaves_the_state_result_out(
+    model_repository: ModelRepositoryBuilder, load: LoadModel
+) -> None:
+    config = SEQUENCE_CONFIG.replace('output [ { name: "OUTPUT__0" data_type: TYPE_INT32 dims: [ 1 ] } ]', "")
+    add_torch_model(model_repository, "seq_auto", scripted(Accumulate()), config)
+    model = load("seq_auto", auto_complete=True)
+    assert [(o.name, o.data_type, list(o.dims)) for o in model.config.output] == [
+        ("OUTPUT__0", DataType.TYPE_INT32, [1])
+    ]

@@ -6,7 +6,7 @@ import pytest
 
 from naiad.backend import ErrorCode, ModelParameter, NaiadError
 from naiad_pytorch.binding import named_index
-from naiad_pytorch.parameters import TorchParameters, parse_parameters
+from naiad_pytorch.parameters import TorchParameters, parse_parameters, setting_lines
 
 
 def params(**values: str) -> dict[str, ModelParameter]:
@@ -77,7 +77,19 @@ def test_bad_values_name_the_parameter(values: dict[str, str], message: str) -> 
 
 @pytest.mark.parametrize(
     ("name", "index"),
-    [("INPUT__0", 0), ("OUTPUT__12", 12), ("x__3", 3), ("INPUT0", None), ("INPUT__", None), ("A__B__1", None)],
+    [("INPUT__0", 0), ("OUTPUT__12", 12), ("x__3", 3), ("INPUT0", None), ("INPUT__", 0), ("A__B__1", None)],
 )
 def test_named_index(name: str, index: int | None) -> None:
     assert named_index(name) == index
+
+
+def test_setting_lines_are_tritons() -> None:
+    """The lines Triton's QA counts (one per loaded version): four always, the optional ones when given."""
+    given = params(INFERENCE_MODE="false", ENABLE_WEIGHT_SHARING="true")
+    assert setting_lines("m", parse_parameters("m", given), given.keys()) == [
+        "Optimized execution is enabled for model instance 'm'",
+        "Cache Cleaning is disabled for model instance 'm'",
+        "Inference Mode is disabled for model instance 'm'",
+        "cuDNN is enabled for model instance 'm'",
+        "Weight sharing is enabled for model instance 'm'",
+    ]

@@ -308,6 +308,6 @@ def test_thread_counts_are_process_wide(served: tuple[ServerProcess, Models]) ->
     for name in ("named", "stats", "int64"):
         assert client.is_model_ready(name)
     logs = server.logs()
-    assert "Intra op thread count is set to 1 for model 'int64'" in logs
+    assert "Intra op thread count is set to 1 for model instance 'int64'" in logs
     assert "INTER_OP_THREAD_COUNT=" in logs  # the second model's value is ignored (or torch refused)
     assert "torch thread pools are process-wide" in logs or "torch sizes this pool once per process" in logs
