@@ -20,6 +20,7 @@ from naiad.protocol.model_config_pb2 import ModelConfig, ModelInstanceGroup
 __all__ = ["DEFAULT_MAX_SEQUENCE_IDLE_US", "ENSEMBLE_PLATFORM", "detect_backend", "fill_defaults", "fill_load_defaults"]
 
 ENSEMBLE_PLATFORM = "ensemble"
+PYTHON_RUNTIME = "model.py"  # a config's ``runtime`` naming a backend's python runtime
 DEFAULT_MAX_SEQUENCE_IDLE_US = 1_000_000
 _KINDS = {"CPU": ModelInstanceGroup.KIND_CPU, "GPU": ModelInstanceGroup.KIND_GPU}
 
@@ -87,7 +88,8 @@ def _claim(config: ModelConfig, info: BackendInfo, folder: Path | None) -> bool:
     if fmt is not None:
         if not config.platform and fmt.platforms:
             config.platform = fmt.platforms[0]
-        config.default_model_filename = config.default_model_filename or fmt.filename
+        if config.runtime != PYTHON_RUNTIME:  # a python runtime finds its own file (Triton's rule)
+            config.default_model_filename = config.default_model_filename or fmt.filename
     return True
 
 

@@ -8,7 +8,9 @@ submodules on first use, never by this module:
   :mod:`~naiad_pytorch.settings`) and auto-completes the config (:mod:`~naiad_pytorch.autocomplete`);
 * :mod:`naiad_pytorch.instance` loads a module per instance (:mod:`~naiad_pytorch.torchscript`),
   binds config tensors to ``forward`` (:mod:`~naiad_pytorch.binding`) and runs it
-  (:mod:`~naiad_pytorch.execution`, :mod:`~naiad_pytorch.convert`).
+  (:mod:`~naiad_pytorch.execution`, :mod:`~naiad_pytorch.convert`);
+* :mod:`naiad_pytorch.python_runtime` serves models whose config says ``runtime: "model.py"``
+  (Triton's PyTorch python runtime: an ``nn.Module`` from ``model.py`` under ``torch.compile``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,12 @@ def naiad_backend_info() -> BackendInfo:
 
 @hookimpl
 def naiad_load_model(context: ModelLoadContext) -> BackendModel:
-    """Check ``<version>/model.pt`` and the parameters; complete the config when auto-complete is on."""
+    """Check ``<version>/model.pt`` and the parameters; complete the config when auto-complete is on.
+    A config with ``runtime: "model.py"`` is served by the python runtime instead."""
+    if context.config.runtime == "model.py":
+        from naiad_pytorch import python_runtime
+
+        return python_runtime.load_model(context)
     from naiad_pytorch.backend_model import load_model
 
     return load_model(context)
@@ -53,6 +60,10 @@ def naiad_create_instance(model: BackendModel, context: InstanceContext) -> Mode
     from naiad_pytorch.backend_model import PytorchModel
     from naiad_pytorch.instance import PytorchInstance
 
-    if not isinstance(model, PytorchModel):
-        return None
-    return PytorchInstance(model, context)
+    if isinstance(model, PytorchModel):
+        return PytorchInstance(model, context)
+    from naiad_pytorch.python_runtime import PythonRuntimeInstance, PythonRuntimeModel
+
+    if isinstance(model, PythonRuntimeModel):
+        return PythonRuntimeInstance(model, context)
+    return None

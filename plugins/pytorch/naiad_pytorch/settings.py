@@ -22,22 +22,30 @@ from naiad_pytorch.parameters import TorchParameters
 
 _log = logging.getLogger("naiad.pytorch")
 _lock = threading.Lock()
-_threads_set_by: dict[str, tuple[str, int]] = {}  # parameter -> (model, value)
+_threads_set_by: dict[str, tuple[str, int]] = {}  # pool -> (model, value)
+
+INTRA_OP = "intra-op"
+INTER_OP = "inter-op"
 
 
 def configure_threads(model_name: str, parameters: TorchParameters) -> None:
     """Apply the model's thread counts unless an earlier model already set them."""
     if parameters.intra_op_threads is not None:
-        _set_once(model_name, "INTRA_OP_THREAD_COUNT", parameters.intra_op_threads, _set_intra_op)
+        set_threads(model_name, "INTRA_OP_THREAD_COUNT", INTRA_OP, parameters.intra_op_threads)
     if parameters.inter_op_threads is not None:
-        _set_once(model_name, "INTER_OP_THREAD_COUNT", parameters.inter_op_threads, _set_inter_op)
+        set_threads(model_name, "INTER_OP_THREAD_COUNT", INTER_OP, parameters.inter_op_threads)
 
 
-def _set_once(model_name: str, key: str, value: int, apply: Callable[[str, int], None]) -> None:
+def set_threads(model_name: str, key: str, pool: str, value: int) -> None:
+    """Size ``pool`` (:data:`INTRA_OP` or :data:`INTER_OP`) as parameter ``key`` of the model asks,
+    unless an earlier model sized it; a value below 1 leaves torch alone."""
+    if value < 1:
+        return
+    apply: Callable[[str, int], None] = _set_intra_op if pool == INTRA_OP else _set_inter_op
     with _lock:
-        earlier = _threads_set_by.get(key)
+        earlier = _threads_set_by.get(pool)
         if earlier is None:
-            _threads_set_by[key] = (model_name, value)
+            _threads_set_by[pool] = (model_name, value)
             apply(model_name, value)
             return
     if earlier[1] != value:
