@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import httpx
@@ -51,6 +52,25 @@ input [ { name: "IN_F" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]
 output [ { name: "OUT_F" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]
 """
 
+LABELLED = """
+max_batch_size: 0
+input [ { name: "IN_F" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]
+output [ { name: "OUT_F" data_type: TYPE_FP32 dims: [ 2, 3 ] label_filename: "labels.txt" } ]
+"""
+LABELS = "a\nb\nc\nd\ne\nf\n"
+
+# An ensemble output without a label file of its own: Triton labels it from the step that makes it.
+LABELLED_ENSEMBLE = """
+platform: "ensemble"
+max_batch_size: 0
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 2, 3 ] }} ]
+output [ {{ name: "E_OUT" data_type: TYPE_FP32 dims: [ 2, 3 ] }} ]
+ensemble_scheduling {{
+  step [ {{ model_name: "{step}" model_version: -1 input_map {{ key: "IN_F" value: "X" }}
+           output_map {{ key: "OUT_F" value: "E_OUT" }} }} ]
+}}
+"""
+
 INPUTS = {
     "IN_F": np.array([[0.5, 2.25, -1, 3], [9, 8, 7, 6]], dtype=np.float32),
     "IN_I": np.array([[5, 1, 9, 3], [0, 0, 0, 0]], dtype=np.int32),
@@ -84,6 +104,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "scores", f'backend: "python"\n{SCORES}', {"1/model.py": ECHO, "labels.txt": "cat\ndog\nbird\n"}
     )
     repository.add_model("flat", f'backend: "python"\n{FLAT}', {"1/model.py": ECHO})
+    repository.add_model("labelled", f'backend: "python"\n{LABELLED}', {"1/model.py": ECHO, "labels.txt": LABELS})
+    repository.add_model("labelled_ensemble", LABELLED_ENSEMBLE.format(step="labelled"), {"1/.keep": ""})
+    nested = LABELLED_ENSEMBLE.format(step="labelled_ensemble").replace('"IN_F"', '"X"').replace('"OUT_F"', '"E_OUT"')
+    repository.add_model("nested_ensemble", nested, {"1/.keep": ""})
     running = start_server([repository.root])
     yield running
     running.stop()
@@ -177,6 +201,20 @@ def test_a_model_that_does_not_batch_ranks_its_whole_output(server: ServerProces
         2.0,
         4.0,
     ]
+
+
+@pytest.mark.parametrize("model", ["labelled", "labelled_ensemble", "nested_ensemble"])
+@pytest.mark.parametrize("client_module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_an_ensemble_output_takes_its_steps_labels(server: ServerProcess, model: str, client_module: Any) -> None:
+    url = server.http_url if client_module is httpclient else server.grpc_url
+    client = client_module.InferenceServerClient(url)
+    name = "IN_F" if model == "labelled" else "X"
+    output = "OUT_F" if model == "labelled" else "E_OUT"
+    tensor = client_module.InferInput(name, [2, 3], "FP32")
+    tensor.set_data_from_numpy(np.array([[1, 5, 3], [9, 2, 4]], dtype=np.float32))
+    result = client.infer(model, [tensor], outputs=[client_module.InferRequestedOutput(output, class_count=2)])
+    client.close()
+    assert result.as_numpy(output).tolist() == [b"9.000000:3:d", b"5.000000:1:b"]
 
 
 @pytest.mark.parametrize("count", [-1, 1.5, True, "2"])

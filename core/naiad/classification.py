@@ -4,19 +4,20 @@ A request that asks for an output with ``classification: k`` gets, per batch ite
 tensor of a model that does not batch), the ``k`` largest values in descending order (ties in index
 order), each as the BYTES string ``"<value>:<index>"`` or ``"<value>:<index>:<label>"``. Floats are
 written as C's ``%f`` writes them, integers plainly; ``<index>`` counts the item's elements in order;
-``<label>`` is that line of the output's ``label_filename``, when it has one.
+``<label>`` is that line of the output's ``label_filename``, when it has one; an ensemble output
+without one takes the labels of the step output that produces it, as Triton fills them at load.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from naiad.errors import invalid_arg
+from naiad.errors import NaiadError, invalid_arg
 from naiad.protocol.model_config_pb2 import ModelConfig
 from naiad.tensor import Tensor
 
@@ -42,6 +43,29 @@ def read_labels(config: ModelConfig, resolve: Callable[[str, str], Path]) -> dic
                 f"'{output.name}': {error.strerror}; put the file in the model folder or remove the setting"
             ) from None
     return labels
+
+
+Labels = dict[str, tuple[str, ...]]
+
+
+def with_step_labels(
+    config: ModelConfig, labels: Mapping[str, tuple[str, ...]], step_labels: Callable[[str, int], Labels]
+) -> Labels:
+    """An ensemble's labels: ``labels`` (from its own label files), and for each output without any, the
+    labels of the step output that produces it (``step_labels(model, version)`` gives a loaded step's;
+    version -1 is its latest)."""
+    filled = dict(labels)
+    for step in config.ensemble_scheduling.step:
+        for model_output, tensor in step.output_map.items():
+            if tensor in filled or not any(output.name == tensor for output in config.output):
+                continue
+            try:
+                found = step_labels(step.model_name, step.model_version).get(model_output)
+            except NaiadError:  # the step went away meanwhile: its labels with it
+                continue
+            if found:
+                filled[tensor] = found
+    return filled
 
 
 def classify(tensor: Tensor, count: int, *, batching: bool, labels: Sequence[str] = ()) -> Tensor:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from naiad import config as model_config
 from naiad.backend_model import BackendModel, ModelInstance
-from naiad.classification import read_labels
+from naiad.classification import Labels, read_labels, with_step_labels
 from naiad.config.normalize import ENSEMBLE_PLATFORM
 from naiad.contexts import InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.ensemble import ENSEMBLE_BACKEND
@@ -145,6 +145,8 @@ class VersionLoader:
         config_json = model_config.config_to_json(config)
         signature = ModelSignature.from_config(config)
         labels = read_labels(config, context.path)  # a missing file fails the load before any instance starts
+        if config.platform == ENSEMBLE_PLATFORM and self._server is not None:
+            labels = with_step_labels(config, labels, self._step_labels)
         statistics = self._statistics(config, signature)
         self._create_instances(backend, config, config_json, signature, statistics)
         scheduler_context = SchedulerContext(
@@ -184,7 +186,12 @@ class VersionLoader:
             pipeline=pipeline,
             default_outputs={name: RequestedOutput(name) for name in signature.outputs},
             cache=cache,
+            labels=labels,
         )
+
+    def _step_labels(self, model: str, version: int) -> Labels:
+        assert self._server is not None
+        return dict(self._server.resolve(model, version if version >= 0 else "").labels)
 
     def configure(self, base_config: ModelConfig) -> tuple[Backend, ModelConfig, ModelLoadContext]:
         """The config this version serves with: the backend loads the model (and may complete a copy of

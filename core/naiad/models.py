@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from naiad import datatypes
@@ -116,6 +116,7 @@ class ServingModel:
     pipeline: Deliver
     default_outputs: Mapping[str, RequestedOutput]
     cache: ModelCache | None = None
+    labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # classification labels by output
 
     @property
     def decoupled(self) -> bool:
