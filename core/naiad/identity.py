@@ -2,7 +2,8 @@
 
 Built into naiad (as Triton ships one for its tests) so the server, its frontends and its
 schedulers can be exercised without any framework installed. A model needs no file: a version
-folder and a config whose inputs and outputs pair up by position with equal datatypes and dims::
+folder and a config whose inputs and outputs pair up by position with equal datatypes and shapes
+(each tensor's ``reshape`` when it has one, else its ``dims``: the shape the backend sees)::
 
     backend: "identity"
     max_batch_size: 8
@@ -26,7 +27,7 @@ from naiad.backend_model import BackendModel, ModelInstance
 from naiad.contexts import InstanceContext, ModelLoadContext
 from naiad.errors import invalid_arg
 from naiad.hookspecs import hookimpl
-from naiad.protocol.model_config_pb2 import ModelConfig
+from naiad.protocol.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
 from naiad.tensor_instance import Arrays, TensorInstance
 
 DELAY_PARAMETER = "execute_delay_ms"
@@ -42,7 +43,7 @@ class IdentityModel(BackendModel):
                 "it needs one output per input, in the same order"
             )
         for model_input, model_output in zip(config.input, config.output, strict=True):
-            if model_input.data_type != model_output.data_type or list(model_input.dims) != list(model_output.dims):
+            if model_input.data_type != model_output.data_type or _shape(model_input) != _shape(model_output):
                 raise invalid_arg(
                     f"identity model '{config.name}': output '{model_output.name}' must have the datatype and dims "
                     f"of input '{model_input.name}'"
@@ -63,6 +64,11 @@ class IdentityInstance(TensorInstance):
         if self._delay_s:
             time.sleep(self._delay_s)
         return {self._pairs[name]: array for name, array in inputs.items() if name in self._pairs}
+
+
+def _shape(tensor: ModelInput | ModelOutput) -> list[int]:
+    """The shape the backend sees: the ``reshape`` when given (Triton's identity backend compares these)."""
+    return list(tensor.reshape.shape if tensor.HasField("reshape") else tensor.dims)
 
 
 def _delay_ms(config: ModelConfig) -> float:

@@ -37,6 +37,22 @@ def test_identity_returns_each_input_as_its_paired_output(tmp_path: Path) -> Non
         assert model.config.instance_group[0].count == 1
 
 
+def test_inputs_and_outputs_pair_up_by_the_shape_the_backend_sees(tmp_path: Path) -> None:
+    """Triton's nop_tunnel QA models: input dims [1, 2] reshaped to [2], output dims [2]."""
+    config = """
+        backend: "identity"
+        max_batch_size: 4
+        input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1, 2 ] reshape: { shape: [ 2 ] } } ]
+        output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+    """
+    model_dir = ModelRepositoryBuilder(tmp_path).add_model("tunnel", config, {"1/.keep": ""})
+    with load_model(model_dir) as model:
+        data = np.array([[[1, 2]], [[3, 4]]], dtype=np.float32)
+        response = model.infer({"INPUT0": data})
+        assert response.error is None
+        np.testing.assert_array_equal(response.outputs[0].numpy(), data.reshape(2, 2))
+
+
 def test_the_delay_parameter_slows_every_execution(tmp_path: Path) -> None:
     delay = 'parameters { key: "execute_delay_ms" value: { string_value: "50" } }'
     model_dir = ModelRepositoryBuilder(tmp_path).add_model("slow", IDENTITY_CONFIG.format(extra=delay), {"1/.keep": ""})
