@@ -29,7 +29,7 @@ import torch
 
 from naiad.backend import DataType, ErrorCode, ModelConfig, ModelInput, ModelLoadContext, ModelOutput, NaiadError
 from naiad_pytorch import convert, torchscript
-from naiad_pytorch.binding import Binding, OutputBinding, SequenceTensors, bind_inputs, named_index
+from naiad_pytorch.binding import AddedTensors, Binding, OutputBinding, bind_inputs, named_index
 from naiad_pytorch.execution import Call, summary
 from naiad_pytorch.parameters import TorchParameters
 from naiad_pytorch.schema import ForwardSchema, Kind
@@ -122,10 +122,10 @@ def _probe_outputs(
     parameters: TorchParameters,
 ) -> None:
     batching = config.max_batch_size > 0
-    sequence = SequenceTensors.of(config.sequence_batching)
-    inputs = bind_inputs(model_name, model_file, schema, config.input, batching=batching, sequence=sequence)
+    added = AddedTensors.of(config)
+    inputs = bind_inputs(model_name, model_file, schema, config.input, batching=batching, added=added)
     binding = Binding(inputs, OutputBinding("PROBE"))
-    feeds = [*config.input, *sequence.inputs]  # a sequence model's controls and states are zeros too
+    feeds = [*config.input, *added.inputs]  # sequence controls and states, batch inputs: zeros too
     call = Call(model_name, module, binding, schema.returns, feeds, [], batching=batching, input_device=None)
     runs: list[dict[str, tuple[str, list[int]]]] = []
     for batch, size in PROBE_RUNS:

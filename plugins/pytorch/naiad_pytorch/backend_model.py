@@ -10,7 +10,7 @@ import torch
 
 from naiad.backend import BackendModel, ErrorCode, ModelConfig, ModelLoadContext, NaiadError
 from naiad_pytorch import autocomplete, settings, torchscript
-from naiad_pytorch.binding import Binding, SequenceTensors, bind
+from naiad_pytorch.binding import AddedTensors, Binding, bind
 from naiad_pytorch.parameters import OBSOLETE, TorchParameters, parse_parameters, setting_lines
 from naiad_pytorch.schema import ForwardSchema
 
@@ -59,7 +59,7 @@ class PytorchModel(BackendModel):
                     config.input,
                     config.output,
                     batching=config.max_batch_size > 0,
-                    sequence=SequenceTensors.of(config.sequence_batching),
+                    added=AddedTensors.of(config),
                 )
             return binding
 
@@ -85,7 +85,6 @@ def load_model(context: ModelLoadContext) -> PytorchModel:
             "or set default_model_filename in config.pbtxt",
             ErrorCode.UNAVAILABLE,
         )
-    _reject_unsupported(config)
     parameters = parse_parameters(context.model_name, config.parameters)
     if config.parameters:
         for line in setting_lines(context.model_name, parameters, config.parameters.keys()):
@@ -100,13 +99,3 @@ def load_model(context: ModelLoadContext) -> PytorchModel:
         if completed is not None:
             model.binding_for(completed, config)
     return model
-
-
-def _reject_unsupported(config: ModelConfig) -> None:
-    """Config features Triton's pytorch backend has and naiad's does not (yet)."""
-    if config.batch_input or config.batch_output:
-        raise NaiadError(
-            f"model '{config.name}': batch_input/batch_output (ragged batching) are not supported by naiad's "
-            "pytorch backend yet",
-            ErrorCode.UNSUPPORTED,
-        )

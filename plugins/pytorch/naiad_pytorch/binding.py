@@ -29,9 +29,9 @@ from pathlib import Path
 from naiad.backend import (
     DataType,
     ErrorCode,
+    ModelConfig,
     ModelInput,
     ModelOutput,
-    ModelSequenceBatching,
     NaiadError,
     control_datatype,
     invalid_arg,
@@ -102,15 +102,18 @@ def _first_bad_index(names: Sequence[str]) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class SequenceTensors:
-    """The tensors a sequence batcher adds: control and state inputs (as config inputs), state outputs."""
+class AddedTensors:
+    """The tensors the core adds to a config's own: a sequence batcher's control and state inputs and
+    state outputs, and the ragged batcher's batch inputs (batch outputs are config outputs already)."""
 
     controls: tuple[ModelInput, ...] = ()
     states: tuple[ModelInput, ...] = ()
+    batch_inputs: tuple[ModelInput, ...] = ()
     state_outputs: tuple[ModelOutput, ...] = ()
 
     @classmethod
-    def of(cls, sequence: ModelSequenceBatching) -> SequenceTensors:
+    def of(cls, config: ModelConfig) -> AddedTensors:
+        sequence = config.sequence_batching
         return cls(
             tuple(
                 ModelInput(name=control.name, data_type=control_datatype(control), dims=[1])
@@ -121,6 +124,11 @@ class SequenceTensors:
                 for state in sequence.state
             ),
             tuple(
+                ModelInput(name=target, data_type=batch_input.data_type, dims=[-1])
+                for batch_input in config.batch_input
+                for target in batch_input.target_name
+            ),
+            tuple(
                 ModelOutput(name=state.output_name, data_type=state.data_type, dims=state.dims)
                 for state in sequence.state
             ),
@@ -128,7 +136,7 @@ class SequenceTensors:
 
     @property
     def inputs(self) -> tuple[ModelInput, ...]:
-        return self.controls + self.states
+        return self.controls + self.states + self.batch_inputs
 
     def extra_outputs(self, outputs: Sequence[ModelOutput]) -> list[ModelOutput]:
         """The state outputs that are not also config outputs."""
@@ -163,12 +171,12 @@ def bind(
     outputs: Sequence[ModelOutput],
     *,
     batching: bool,
-    sequence: SequenceTensors | None = None,
+    added: AddedTensors | None = None,
 ) -> Binding:
     """Check the config against ``forward`` and return how to call it and read its results."""
     return Binding(
-        bind_inputs(model_name, model_file, schema, inputs, batching=batching, sequence=sequence),
-        bind_outputs(model_name, model_file, schema, outputs, batching=batching, sequence=sequence),
+        bind_inputs(model_name, model_file, schema, inputs, batching=batching, added=added),
+        bind_outputs(model_name, model_file, schema, outputs, batching=batching, added=added),
     )
 
 
@@ -179,21 +187,23 @@ def bind_inputs(
     inputs: Sequence[ModelInput],
     *,
     batching: bool,
-    sequence: SequenceTensors | None = None,
+    added: AddedTensors | None = None,
 ) -> InputBinding:
-    """Which ``forward`` argument (or dict key) each config input, and each sequence control and state
-    input, feeds."""
+    """Which ``forward`` argument (or dict key) each config input, and each input the core adds (sequence
+    controls and states, batch inputs), feeds."""
     where = _Where(model_name, model_file, schema)
-    sequence = sequence or SequenceTensors()
+    added = added or AddedTensors()
     if not inputs:
         raise where.error("model configuration must contain at least one input, none were specified")
     for tensor in inputs:
         _check_datatype(where, "input", tensor, batching)
-    for control in sequence.controls:
+    for control in added.controls:
         _check_control(where, control)
-    for state in sequence.states:
+    for state in added.states:
         _check_datatype(where, "input state", state, batching)
-    return _bind_inputs(where, inputs, sequence)
+    for batch_input in added.batch_inputs:
+        _check_datatype(where, "batch input", batch_input, batching)
+    return _bind_inputs(where, inputs, added)
 
 
 def bind_outputs(
@@ -203,18 +213,18 @@ def bind_outputs(
     outputs: Sequence[ModelOutput],
     *,
     batching: bool,
-    sequence: SequenceTensors | None = None,
+    added: AddedTensors | None = None,
 ) -> OutputBinding:
     """Which result of ``forward`` (position or dict key) each config output and state output reads."""
     where = _Where(model_name, model_file, schema)
-    sequence = sequence or SequenceTensors()
+    added = added or AddedTensors()
     if not outputs:
         raise where.error("model configuration must contain at least one output, none were specified")
     for output in outputs:
         _check_datatype(where, "output", output, batching)
-    for state in sequence.state_outputs:
+    for state in added.state_outputs:
         _check_datatype(where, "state", state, batching)
-    return _bind_outputs(where, outputs, sequence)
+    return _bind_outputs(where, outputs, added)
 
 
 def _check_control(where: _Where, control: ModelInput) -> None:
@@ -244,7 +254,7 @@ def _check_datatype(where: _Where, kind: str, tensor: ModelInput | ModelOutput, 
         )
 
 
-def _bind_inputs(where: _Where, inputs: Sequence[ModelInput], sequence: SequenceTensors) -> InputBinding:
+def _bind_inputs(where: _Where, inputs: Sequence[ModelInput], added: AddedTensors) -> InputBinding:
     args = where.schema.args
     dict_args = [arg for arg in args if arg.kind is Kind.TENSOR_DICT]
     if dict_args:
@@ -253,21 +263,21 @@ def _bind_inputs(where: _Where, inputs: Sequence[ModelInput], sequence: Sequence
                 "Multiple inputs of kind DictType were detected or a DictType input is mixed with others. "
                 "Only a single input of type Dict(str, Tensor) is supported"
             )
-        for tensor in [*inputs, *sequence.states]:
+        for tensor in [*inputs, *added.states]:
             if tensor.data_type == DataType.TYPE_STRING:
                 raise where.error(f"input '{tensor.name}' is TYPE_STRING but Dict[str, Tensor] values are tensors")
         return InputBinding(DICT, dict_argument=dict_args[0].name)
 
-    # The convention is the config inputs'; state inputs follow it, controls are always indexed.
+    # The convention is the config inputs'; state and batch inputs follow it, controls are always indexed.
     names = [tensor.name for tensor in inputs]
     arg_names = where.schema.arg_names
-    states = list(sequence.states)
+    states = [*added.states, *added.batch_inputs]
     if all(name in arg_names for name in names):
         convention, positions = FORWARD_ARGUMENT, [arg_names.index(name) for name in names]
-        positions += [_state_position(where, state.name, by_argument=True) for state in states]
+        positions += [_added_position(where, state.name, by_argument=True) for state in states]
     elif all(named_index(name) is not None for name in names):
         convention, positions = NAMED_INDEX, [named_index(name) or 0 for name in names]
-        positions += [_state_position(where, state.name, by_argument=False) for state in states]
+        positions += [_added_position(where, state.name, by_argument=False) for state in states]
     else:
         convention, positions = STRICT_CONFIG_ORDERING, list(range(len(names) + len(states)))
         bad = _first_bad_index(names)
@@ -279,8 +289,8 @@ def _bind_inputs(where: _Where, inputs: Sequence[ModelInput], sequence: Sequence
                 bad,
                 where.model_name,
             )
-    bound = [*inputs, *states, *sequence.controls]
-    positions += [named_index(control.name) or 0 for control in sequence.controls]
+    bound = [*inputs, *states, *added.controls]
+    positions += [named_index(control.name) or 0 for control in added.controls]
     if len(bound) > len(args):
         raise where.error(f"configuration expects {len(bound)} inputs, model provides {len(args)}")
     argument_of: dict[str, str] = {}
@@ -322,9 +332,9 @@ def _bind_inputs(where: _Where, inputs: Sequence[ModelInput], sequence: Sequence
     return InputBinding(convention, argument_of=argument_of)
 
 
-def _state_position(where: _Where, name: str, *, by_argument: bool) -> int:
-    """The argument a state input feeds: the argument of that name or its ``__<index>``, the config
-    inputs' convention first."""
+def _added_position(where: _Where, name: str, *, by_argument: bool) -> int:
+    """The argument a state or batch input feeds: the argument of that name or its ``__<index>``, the
+    config inputs' convention first."""
     arg_names = where.schema.arg_names
     by_name = arg_names.index(name) if name in arg_names else None
     by_index = named_index(name)
@@ -332,15 +342,16 @@ def _state_position(where: _Where, name: str, *, by_argument: bool) -> int:
     position = first if first is not None else second
     if position is None:
         raise where.error(
-            f"input state '{name}' is neither an argument of forward() nor named <name>__<index> (the argument's index)"
+            f"input '{name}' (an implicit state or batch input) is neither an argument of forward() nor named "
+            "<name>__<index> (the argument's index)"
         )
     return position
 
 
-def _bind_outputs(where: _Where, outputs: Sequence[ModelOutput], sequence: SequenceTensors) -> OutputBinding:
+def _bind_outputs(where: _Where, outputs: Sequence[ModelOutput], added: AddedTensors) -> OutputBinding:
     returns = where.schema.returns
     if returns.kind is Kind.TENSOR_DICT:
-        for output in [*outputs, *sequence.state_outputs]:
+        for output in [*outputs, *added.state_outputs]:
             if output.data_type == DataType.TYPE_STRING:
                 raise where.error(f"output '{output.name}' is TYPE_STRING but Dict[str, Tensor] values are tensors")
         return OutputBinding(DICT)
@@ -363,12 +374,12 @@ def _bind_outputs(where: _Where, outputs: Sequence[ModelOutput], sequence: Seque
                 where.model_name,
             )
     index_of = dict(zip(names, positions, strict=True))
-    for state in sequence.state_outputs:  # always <name>__<index>, also when a config output too
+    for state in added.state_outputs:  # always <name>__<index>, also when a config output too
         index = named_index(state.name)
         if index is None:
             raise where.error(f"output state '{state.name}' does not follow the <name>__<index> naming convention")
         index_of[state.name] = index
-    bound = {output.name: output for output in [*outputs, *sequence.state_outputs]}
+    bound = {output.name: output for output in [*outputs, *added.state_outputs]}
     count = returns.count
     for output in bound.values():
         position = index_of[output.name]

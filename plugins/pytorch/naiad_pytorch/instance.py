@@ -12,7 +12,7 @@ import torch
 from naiad.backend import ErrorCode, InstanceContext, NaiadError, TensorInstance
 from naiad_pytorch import settings, torchscript
 from naiad_pytorch.backend_model import PytorchModel
-from naiad_pytorch.binding import SequenceTensors
+from naiad_pytorch.binding import AddedTensors
 from naiad_pytorch.execution import Call
 
 
@@ -48,14 +48,14 @@ class PytorchInstance(TensorInstance):
         schema = torchscript.schema_of(module)
         config = context.config
         binding = model.binding_for(schema, config)
-        sequence = SequenceTensors.of(config.sequence_batching)
+        added = AddedTensors.of(config)
         self.call: Call | None = Call(
             model.name,
             module,
             binding,
             schema.returns,
-            [*config.input, *sequence.inputs],
-            [*config.output, *sequence.extra_outputs(config.output)],
+            [*config.input, *added.inputs],
+            [*config.output, *added.extra_outputs(config.output)],
             batching=self.batching,
             input_device=self.device,
         )

@@ -98,6 +98,16 @@ class Controls(torch.nn.Module):
         return INPUT__0 + START__1 + END__2 * 10 + READY__3 * 100, CORRID__4
 
 
+class RaggedOffsets(torch.nn.Module):
+    """A ragged batch flattened into one vector, with the accumulated element count of each request:
+    adds ``10 * <request's position in the batch>`` to each element."""
+
+    def forward(self, X__0: torch.Tensor, COUNTS__1: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(X__0.shape[0], dtype=COUNTS__1.dtype)
+        owner = torch.bucketize(positions, COUNTS__1.reshape(-1), right=True)
+        return X__0 + owner.to(X__0.dtype) * 10
+
+
 class Linear(torch.nn.Module):
     """A seeded linear layer, saved with ``torch.jit.trace``."""
 

@@ -21,6 +21,7 @@ from .models import (
     Linear,
     MixedNames,
     NamedArgs,
+    RaggedOffsets,
     Stats,
     Upper,
     add_torch_model,
@@ -487,7 +488,7 @@ def test_sequence_controls_and_state_are_forward_arguments(
         ),
         (
             ('input_name: "INPUT_STATE__1"', 'input_name: "INPUT_STATE"'),
-            "input state 'INPUT_STATE' is neither an argument of forward() nor named <name>__<index>",
+            "input 'INPUT_STATE' (an implicit state or batch input) is neither an argument of forward() nor named",
         ),
         (
             ("data_type: TYPE_INT32 dims: [ 1 ] } ]\n}", "data_type: TYPE_UINT32 dims: [ 1 ] } ]\n}"),
@@ -514,3 +515,27 @@ def test_auto_complete_of_a_sequence_model_leaves_the_state_result_out(
     assert [(o.name, o.data_type, list(o.dims)) for o in model.config.output] == [
         ("OUTPUT__0", DataType.TYPE_INT32, [1])
     ]
+
+
+RAGGED_CONFIG = """
+max_batch_size: 4
+input [ { name: "X__0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+batch_input [
+  { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "COUNTS__1" data_type: TYPE_INT32 source_input: "X__0" }
+]
+output [ { name: "Y__0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+batch_output [ { target_name: "Y__0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "X__0" } ]
+dynamic_batching { }
+"""
+
+
+def test_ragged_batches_get_batch_inputs_and_scatter_outputs(
+    model_repository: ModelRepositoryBuilder, load: LoadModel
+) -> None:
+    add_torch_model(model_repository, "ragged", scripted(RaggedOffsets()), RAGGED_CONFIG)
+    loaded = load("ragged").loaded
+    first, first_answers = loaded.request({"X__0": np.array([[1, 2, 3]], np.float32)}, batch_size=1)
+    second, second_answers = loaded.request({"X__0": np.array([[4, 5]], np.float32)}, batch_size=1)
+    loaded.execute([first, second])  # one engine call: X__0 is [1, 2, 3, 4, 5], COUNTS__1 is [3, 5]
+    np.testing.assert_array_equal(first_answers.only().outputs[0].numpy(), [[1, 2, 3]])
+    np.testing.assert_array_equal(second_answers.only().outputs[0].numpy(), [[14, 15]])
