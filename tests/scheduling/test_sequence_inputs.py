@@ -192,6 +192,28 @@ def test_initial_state_from_a_data_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"\x02\0\0\0hi\x01\0\0\0a", [[b"hi", b"a"]]),
+        (b"\x02\0\0\0hi", [[b"hi", b""]]),
+        (b"d\0\0\0", [[b"", b""]]),  # Triton's L0_sequence_batcher file: declares 100 bytes, holds none
+        (b"", [[b"", b""]]),
+    ],
+    ids=["whole", "short", "truncated", "empty"],
+)
+def test_a_string_initial_state_file_is_read_as_triton_copies_it(
+    tmp_path: Path, raw: bytes, expected: list[list[bytes]]
+) -> None:
+    """Triton copies the file into the state unchecked; the model sees the elements that fit."""
+    (tmp_path / "initial_state").mkdir()
+    (tmp_path / "initial_state" / "init.bin").write_bytes(raw)
+    initial = 'initial_state { data_type: TYPE_STRING dims: [ 2 ] data_file: "init.bin" name: "file" }'
+    strings = STATE.format(initial=initial).replace("TYPE_FP32", "TYPE_STRING")
+    (spec,) = states_from_config(config(strings), tmp_path)
+    assert spec.initial.tolist() == expected
+
+
+@pytest.mark.parametrize(
     ("initial", "text"),
     [
         (

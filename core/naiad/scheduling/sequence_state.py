@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from naiad import datatypes
@@ -111,6 +112,8 @@ def _from_file(
         raw = path.read_bytes()
     except OSError as error:
         raise invalid_arg(f"failed to read initial_state file '{path}': {error.strerror}") from None
+    if datatype.wire == "BYTES":
+        return _strings_as_copied(raw, shape)
     data = datatypes.from_raw(raw, datatype, shape)
     if data is None:
         needed = datatypes.element_count(shape) * datatype.byte_size
@@ -119,6 +122,23 @@ def _from_file(
             f"{len(raw)} bytes."
         )
     return data
+
+
+def _strings_as_copied(raw: bytes, shape: tuple[int, ...]) -> npt.NDArray[Any]:
+    """A TYPE_STRING initial state as a model sees the file Triton copies into the state unchecked: the
+    length-prefixed elements that fit, then empty strings for the rest of the shape."""
+    items: list[bytes] = []
+    offset = 0
+    count = datatypes.element_count(shape)
+    while len(items) < count and offset + 4 <= len(raw):
+        length = int.from_bytes(raw[offset : offset + 4], "little")
+        if offset + 4 + length > len(raw):
+            break
+        items.append(raw[offset + 4 : offset + 4 + length])
+        offset += 4 + length
+    data = np.full(count, b"", dtype=np.object_)
+    data[: len(items)] = items
+    return data.reshape(shape)
 
 
 class ImplicitState:
