@@ -45,7 +45,8 @@ def test_graph_level_maps_like_triton(level: int | None, expected: Any) -> None:
     assert _settings(text).session_options(ort).graph_optimization_level == expected
 
 
-def test_parameters_set_the_session_options() -> None:
+def test_parameters_set_the_session_options(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="naiad.onnxruntime")
     settings = _settings(
         _param("intra_op_thread_count", "3")
         + _param("inter_op_thread_count", "2")
@@ -63,6 +64,12 @@ def test_parameters_set_the_session_options() -> None:
     assert options.enable_mem_pattern is False
     assert options.get_session_config_entry("session.use_device_allocator_for_initializers") == "1"
     assert settings.run_options(ort) is not None
+    for line in (  # Triton's verbose lines, counted by its L0_onnx_optimization
+        "Configuring enable_mem_arena to 0",
+        "Configuring enable_mem_pattern to false",
+        "Configuring memory.enable_memory_arena_shrinkage to cpu:0",
+    ):
+        assert line in caplog.text
 
 
 def test_defaults_leave_onnxruntime_alone() -> None:
