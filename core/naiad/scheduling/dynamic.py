@@ -26,6 +26,7 @@ from naiad.scheduling.batch_former import (
 from naiad.scheduling.execution import InstanceRunner, answer
 from naiad.scheduling.loop_dispatch import LoopDispatch, all_async
 from naiad.scheduling.ordering import OrderedRelease
+from naiad.scheduling.start_hold import POLL_S, StartHold
 from naiad.scheduling.workers import WorkerThreads, seconds_until, unloading_error
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class DynamicScheduler(Scheduler):
         )
         self._accepting = False
         self._stopping = False
+        self._hold = StartHold(self._name)
         self.batch_sizes: Counter[int] = Counter()  # executed batches by row count
 
     def stages(self) -> Sequence[ResponseStage]:
@@ -143,6 +145,8 @@ class DynamicScheduler(Scheduler):
         """The next batch for an idle async instance (on the loop), or None."""
         with self._work_ready:
             self._answer_removed()
+            if self._held():
+                return None
             batch = self._former.next_batch(flush=flush)
         if batch is None:
             return None
@@ -153,12 +157,16 @@ class DynamicScheduler(Scheduler):
         """Answer what timed out or was cancelled in the queue; seconds until the loop must look again."""
         with self._work_ready:
             self._answer_removed()
-            return self._wait_seconds()
+            return POLL_S if self._held() else self._wait_seconds()
 
     def _next_batch(self, runner: InstanceRunner) -> Batch | None:
         with self._work_ready:
             while True:
                 self._answer_removed()
+                if self._held():
+                    runner.end_turn()
+                    self._work_ready.wait(POLL_S)
+                    continue
                 batch = self._former.next_batch(flush=self._stopping)
                 if batch is not None:
                     if len(self._former):
@@ -168,6 +176,10 @@ class DynamicScheduler(Scheduler):
                     return None
                 runner.end_turn()
                 self._work_ready.wait(self._wait_seconds())
+
+    def _held(self) -> bool:
+        """Triton's TRITONSERVER_DELAY_SCHEDULER test hook (lock held)."""
+        return bool(self._hold.queued) and not self._stopping and self._hold.holding(len(self._former))
 
     def _apply_timeouts(self) -> None:
         """Apply queue timeouts on time, even while every instance is busy."""

@@ -31,6 +31,7 @@ from naiad.scheduling.sequence_controls import CorrelationId, SequenceControls, 
 from naiad.scheduling.sequence_slots import DirectSlots, OldestSlots, SlotBatch
 from naiad.scheduling.sequence_state import ImplicitState, states_from_config
 from naiad.scheduling.sequence_table import Entry, SequenceTable, SlotKey, backlog_timeout_error
+from naiad.scheduling.start_hold import POLL_S, StartHold
 from naiad.scheduling.workers import WorkerThreads, seconds_until, unloading_error
 from naiad.tensor import Tensor
 
@@ -89,6 +90,13 @@ class SequenceScheduler(Scheduler):
                 )
                 for index in range(len(self._runners))
             ]
+        # Triton's TRITONSERVER_DELAY_SCHEDULER test hook: per instance for ``oldest`` (each has a batcher
+        # of its own in Triton), one for all instances (and the backlog) for ``direct``.
+        self._holds = (
+            [StartHold(self._name) for _ in self._batchers]
+            if self._oldest
+            else [StartHold(self._name, with_backlog=True)]
+        )
         lock = threading.Lock()
         self._condition = threading.Condition(lock)  # workers: new work or a slot freed
         self._keeper = threading.Condition(lock)  # keeper: a timer may now be due sooner
@@ -216,6 +224,10 @@ class SequenceScheduler(Scheduler):
 
     def _next_batch(self, batcher: DirectSlots | OldestSlots, runner: InstanceRunner) -> SlotBatch | Batch | None:
         while True:
+            if self._held(batcher):
+                runner.end_turn()
+                self._condition.wait(POLL_S)
+                continue
             batch = batcher.next_batch(flush=self._stopping)
             for request in batcher.take_cancelled():
                 answer(request, NaiadError("Request was cancelled", ErrorCode.CANCELLED))
@@ -225,6 +237,17 @@ class SequenceScheduler(Scheduler):
                 return None
             runner.end_turn()
             self._condition.wait(self._wait_seconds(batcher.next_wakeup_ns()))
+
+    def _held(self, batcher: DirectSlots | OldestSlots) -> bool:
+        """Whether Triton's start hold keeps ``batcher`` waiting (lock held)."""
+        if isinstance(batcher, OldestSlots):
+            hold = self._holds[batcher.instance]
+            return bool(hold.queued) and not self._stopping and hold.holding(len(batcher.former))
+        hold = self._holds[0]
+        if not hold.queued or self._stopping:
+            return False
+        queued = sum(len(queue) for slots in self._batchers for queue in slots.queues)
+        return hold.holding(queued, sum(len(backlog.entries) for backlog in self._table.backlogs))
 
     def _keep(self) -> None:
         """End idle sequences and time out backlogged ones, on time."""
