@@ -24,7 +24,9 @@ NO_EFFECT: dict[str, str] = {
     "--pinned-memory-pool-byte-size": _NO_POOL,
     "--cuda-memory-pool-byte-size": _NO_POOL,
     "--cuda-virtual-address-size": _NO_POOL,
-    "--repoagent-directory": "naiad runs no repository agents (a model that names one fails to load, naming it)",
+    "--repoagent-directory": (
+        "naiad runs its own 'checksum' repository agent only (a model that names another fails to load, naming it)"
+    ),
     "--cache-directory": "naiad's one response cache (local) is built in",
     "--buffer-manager-thread-count": _NO_THREAD_POOL,
     "--http-thread-count": _NO_THREAD_POOL,

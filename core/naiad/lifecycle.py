@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from naiad import config as model_config
 from naiad.config.normalize import ENSEMBLE_PLATFORM
 from naiad.config.paths import check_model_name, confined_path
+from naiad.config.repository_agents import run_load_agents
 from naiad.dependencies import load_waves, model_dependencies
 from naiad.errors import ErrorCode, NaiadError, invalid_arg, not_found, unavailable
 from naiad.loading import LoadOptions, load_version, release_version
@@ -213,6 +214,10 @@ class ModelLifecycle:
         except NaiadError as error:
             return _refused(record, error, unreadable=True)
         record.needs = frozenset(model_dependencies(config))
+        try:
+            run_load_agents(config, source.path, source.name)
+        except NaiadError as error:  # as in Triton, the model cannot even be polled
+            return _refused(record, error, unreadable=True)
         try:
             model_config.detect_backend(config, source.path, self._registry.table())
         except NaiadError as error:  # Triton cannot read such a model when it polls either

@@ -95,8 +95,9 @@ def test_kind_gpu_with_gpus() -> None:
             "input[0] 'IN': 'data_type' is not set",
         ),
         (
-            'backend: "python" model_repository_agents { agents [ { name: "checksum" } ] }' + IO,
-            "model_repository_agents: naiad runs no repository agents, and agent 'checksum' would not run",
+            'backend: "python" model_repository_agents { agents [ { name: "cipher" } ] }' + IO,
+            "model_repository_agents: naiad runs only the 'checksum' repository agent, and agent 'cipher' would not "
+            "run",
         ),
         (
             PY + 'input [ { name: "IN" data_type: 99 dims: [ 4 ] } ]',

@@ -23,6 +23,7 @@ from naiad.check.problems import CheckReport, Problem, sorted_problems
 from naiad.config.normalize import ENSEMBLE_PLATFORM
 from naiad.config.parsing import CONFIG_FILENAME, ConfigParseError
 from naiad.config.paths import check_model_name, confined_path
+from naiad.config.repository_agents import run_load_agents
 from naiad.config.validate import ConfigInvalid
 from naiad.dependencies import load_waves, model_dependencies
 from naiad.devices import gpu_count
@@ -148,6 +149,11 @@ class RepositoryChecker:
         """Backend, model file and versions, as the server settles them before it loads a model."""
         path = model.source.path
         name_backend = 'name the backend in config.pbtxt, e.g. backend: "python"'
+        try:
+            run_load_agents(config, path, model.name)
+        except NaiadError as error:
+            self._add_error(model, error, "put the files the checksum agent expects in place, or update their hashes")
+            return
         try:
             model_config.detect_backend(config, path, self._registry.table())
         except NaiadError as error:

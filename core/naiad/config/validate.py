@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from naiad.backend_info import DEFAULT_BACKENDS, BackendTable
+from naiad.config.repository_agents import AGENTS as REPOSITORY_AGENTS
 from naiad.errors import ErrorCode, NaiadError
 from naiad.protocol.model_config_pb2 import (
     BatchInput,
@@ -137,10 +138,12 @@ class _Checker:
                 self.instance_group(index, group)
         self.model_metrics()
         for agent in config.model_repository_agents.agents:  # Triton fails a model whose agent it lacks
-            self.fail(
-                f"model_repository_agents: naiad runs no repository agents, and agent '{agent.name}' would not run; "
-                "remove the section (check or decrypt the model files before they reach the repository)"
-            )
+            if agent.name not in REPOSITORY_AGENTS:
+                self.fail(
+                    f"model_repository_agents: naiad runs only the 'checksum' repository agent, and agent "
+                    f"'{agent.name}' would not run; remove it (check or decrypt the model files before they reach "
+                    "the repository)"
+                )
 
     # -- platform / backend ---------------------------------------------------------------------
 
