@@ -94,9 +94,16 @@ class FilInstance(TensorInstance):
         if self._small_batch_engine is not None and len(rows) <= self._transfer_threshold:
             engine = self._small_batch_engine
         output = self._rule.apply(engine.predict(rows))
-        return {OUTPUT_NAME: output.reshape(*leading, output.shape[1])}
+        return {OUTPUT_NAME: squeezed(output.reshape(*leading, output.shape[1]))}
 
     def finalize(self) -> None:
         for engine in (self._engine, self._small_batch_engine):
             if engine is not None:
                 engine.close()
+
+
+def squeezed(output: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``output`` without its dimensions of size 1 after the first (the rows): Triton's FIL backend
+    answers in that shape (``[n]`` for a regressor or class ids, not ``[n, 1]``), whatever the config's
+    dims say."""
+    return output.reshape(output.shape[0], *(dim for dim in output.shape[1:] if dim != 1))

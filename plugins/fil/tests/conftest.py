@@ -41,6 +41,12 @@ def connect(server: ServerProcess, protocol: str) -> Iterator[Any]:
         client.close()
 
 
+def fil_shaped(expected: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """A library's per-row answer (``[n, k]``) in the shape Triton's FIL backend answers it: without
+    dimensions of size 1 after the rows (``[n, 1]`` is ``[n]``)."""
+    return np.squeeze(expected, axis=tuple(axis for axis in range(1, expected.ndim) if expected.shape[axis] == 1))
+
+
 def infer(server: ServerProcess, protocol: str, model: str, rows: npt.NDArray[np.float32]) -> npt.NDArray[Any]:
     """``output__0`` for ``rows`` sent as ``input__0`` with tritonclient over ``protocol``."""
     module = client_module(protocol)

@@ -12,7 +12,7 @@ import pytest
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
 from . import models
-from .conftest import PROTOCOLS, connect, fil_config, infer
+from .conftest import PROTOCOLS, connect, fil_config, fil_shaped, infer
 
 NON_BATCHING = """
 max_batch_size: 0
@@ -57,9 +57,12 @@ def test_default_max_batch_size_and_non_batching_config(
     assert minimal["max_batch_size"] == 4  # Triton's default-max-batch-size
     assert "dynamic_batching" in minimal
     rows = models.TEST[:4]
-    np.testing.assert_array_equal(infer(server, protocol, "minimal", rows), (xgb.scores(rows) > 0.5).astype(np.float32))
+    expected = fil_shaped((xgb.scores(rows) > 0.5).astype(np.float32))
+    np.testing.assert_array_equal(infer(server, protocol, "minimal", rows), expected)
 
-    np.testing.assert_allclose(infer(server, protocol, "no_batching", models.TEST), lgbm.scores(models.TEST), rtol=1e-5)
+    np.testing.assert_allclose(
+        infer(server, protocol, "no_batching", models.TEST), fil_shaped(lgbm.scores(models.TEST)), rtol=1e-5
+    )
 
     sized = _config(server, "batch_size_only")
     assert sized["max_batch_size"] == 32
@@ -67,7 +70,7 @@ def test_default_max_batch_size_and_non_batching_config(
     assert "dynamic_batching" not in sized  # the user chose the batch size, and no scheduler
     # is_classifier "false" on a classifier objective: FIL returns the raw scores.
     np.testing.assert_allclose(
-        infer(server, protocol, "batch_size_only", models.TEST), xgb.scores(models.TEST), rtol=1e-5
+        infer(server, protocol, "batch_size_only", models.TEST), fil_shaped(xgb.scores(models.TEST)), rtol=1e-5
     )
 
 
@@ -80,7 +83,7 @@ def test_auto_complete_disabled(
     model_repository.add_model("minimal", fil_config(model_type="xgboost_json"), {"1/xgboost.json": xgb.content})
     server = naiad_server(model_repository.root, args=("--disable-auto-complete-config",))
     np.testing.assert_array_equal(
-        infer(server, "http", "full", models.TEST), (xgb.scores(models.TEST) > 0.5).astype(np.float32)
+        infer(server, "http", "full", models.TEST), fil_shaped((xgb.scores(models.TEST) > 0.5).astype(np.float32))
     )
     with connect(server, "http") as client:
         assert not client.is_model_ready("minimal")

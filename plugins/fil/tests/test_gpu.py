@@ -16,7 +16,7 @@ from naiad.backend import gpu_count
 from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
 from . import models
-from .conftest import PROTOCOLS, fil_config, infer
+from .conftest import PROTOCOLS, fil_config, fil_shaped, infer
 
 pytestmark = pytest.mark.skipif(gpu_count() == 0, reason="needs a CUDA device")
 
@@ -42,11 +42,13 @@ def test_xgboost_on_gpu_matches_the_library(
     instances = [line for line in server.logs().splitlines() if "model 'gpu_proba' instance" in line]
     assert instances, server.logs()
     assert instances[0].endswith("on cuda:0"), instances
-    np.testing.assert_allclose(infer(server, protocol, "gpu_proba", models.TEST), xgb.scores(models.TEST), rtol=1e-5)
     np.testing.assert_allclose(
-        infer(server, protocol, "gpu_regressor", models.TEST), reg.scores(models.TEST), rtol=1e-5
+        infer(server, protocol, "gpu_proba", models.TEST), fil_shaped(xgb.scores(models.TEST)), rtol=1e-5
     )
-    expected = (xgb.scores(models.TEST) > 0.5).astype(np.float32)
+    np.testing.assert_allclose(
+        infer(server, protocol, "gpu_regressor", models.TEST), fil_shaped(reg.scores(models.TEST)), rtol=1e-5
+    )
+    expected = fil_shaped((xgb.scores(models.TEST) > 0.5).astype(np.float32))
     np.testing.assert_array_equal(infer(server, protocol, "gpu_classes", models.TEST), expected)
     # Two rows stay under transfer_threshold and run on the CPU engine: same answer.
     np.testing.assert_array_equal(infer(server, protocol, "gpu_classes", models.TEST[:2]), expected[:2])

@@ -14,7 +14,7 @@ import pytest
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, infer_through_shared_memory
 
 from . import models
-from .conftest import PROTOCOLS, ServeRepository, connect, fil_config, infer
+from .conftest import PROTOCOLS, ServeRepository, connect, fil_config, fil_shaped, infer
 
 Expected = Callable[[Any], Any]
 
@@ -128,7 +128,7 @@ MODELS = [
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("model", MODELS)
 def test_served_output_matches_the_library(served: Served, model: str, protocol: str) -> None:
-    expected = served.expected[model](models.TEST)
+    expected = fil_shaped(served.expected[model](models.TEST))
     output = infer(served.server, protocol, model, models.TEST)
     assert output.shape == expected.shape
     np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-6)
@@ -145,7 +145,7 @@ def test_rows_through_system_shared_memory(served: Served, protocol: str) -> Non
 def test_single_row_request(served: Served, protocol: str) -> None:
     row = models.TEST[3:4]
     np.testing.assert_allclose(
-        infer(served.server, protocol, "lgbm_proba", row), served.expected["lgbm_proba"](row), rtol=1e-5
+        infer(served.server, protocol, "lgbm_proba", row), fil_shaped(served.expected["lgbm_proba"](row)), rtol=1e-5
     )
 
 
@@ -196,7 +196,7 @@ def test_concurrent_requests(served: Served, model: str, protocol: str) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         outputs = list(pool.map(lambda row: infer(served.server, protocol, model, row), rows))
     for row, output in zip(rows, outputs, strict=True):
-        np.testing.assert_allclose(output, served.expected[model](row), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(output, fil_shaped(served.expected[model](row)), rtol=1e-5, atol=1e-6)
 
 
 def test_load_log_names_engine_and_deprecation(served: Served) -> None:

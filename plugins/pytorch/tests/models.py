@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 import torch
+import tritonclient.http as httpclient
 
-from naiad.testing import ModelRepositoryBuilder
+from naiad.testing import ModelRepositoryBuilder, ServerProcess
 
 # TorchScript is what this backend serves; torch >= 2.9 marks torch.jit.* deprecated. Every test
 # module applies this mark so the suite also passes under the repository root's pytest config.
@@ -168,3 +170,20 @@ def _numpy(value: Any) -> Any:
 
 def fp32(*shape: int, seed: int = 0) -> npt.NDArray[np.float32]:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def infer(
+    client_module: ModuleType, server: ServerProcess, model: str, inputs: dict[str, tuple[npt.NDArray[Any], str]]
+) -> Any:
+    """One request over ``client_module`` (tritonclient.http or .grpc); returns the result object."""
+    url = server.http_url if client_module is httpclient else server.grpc_url
+    client = client_module.InferenceServerClient(url)
+    tensors = []
+    for name, (array, datatype) in inputs.items():
+        tensor = client_module.InferInput(name, list(array.shape), datatype)
+        tensor.set_data_from_numpy(array)
+        tensors.append(tensor)
+    try:
+        return client.infer(model, tensors)
+    finally:
+        client.close()

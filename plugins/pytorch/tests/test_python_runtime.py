@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ import tritonclient.http as httpclient
 from naiad.testing import ModelRepositoryBuilder, ServerProcess, start_server
 
 from .conftest import LoadModel, load_error
-from .models import TORCHSCRIPT_DEPRECATION, AddSub, fp32, save, scripted
+from .models import TORCHSCRIPT_DEPRECATION, AddSub, fp32, infer, save, scripted
 
 pytestmark = TORCHSCRIPT_DEPRECATION
 
@@ -102,27 +101,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
         server.stop()
 
 
-def infer(client_module: ModuleType, server: ServerProcess, model: str, inputs: dict[str, np.ndarray]) -> Any:
-    url = server.http_url if client_module is httpclient else server.grpc_url
-    client = client_module.InferenceServerClient(url)
-    tensors = []
-    for name, array in inputs.items():
-        tensor = client_module.InferInput(name, list(array.shape), "FP32")
-        tensor.set_data_from_numpy(array)
-        tensors.append(tensor)
-    try:
-        return client.infer(model, tensors)
-    finally:
-        client.close()
-
-
 @pytest.mark.parametrize("client_module", CLIENTS)
 def test_module_source_runs_with_positional_inputs(
     served: tuple[ServerProcess, Linear], client_module: ModuleType
 ) -> None:
     server, _ = served
     a, b = fp32(2, 3, seed=1), fp32(2, 3, seed=2)
-    result = infer(client_module, server, "add_sub", {"INPUT0": a, "INPUT1": b})
+    result = infer(client_module, server, "add_sub", {"INPUT0": (a, "FP32"), "INPUT1": (b, "FP32")})
     np.testing.assert_allclose(result.as_numpy("OUTPUT0"), a + b, rtol=1e-6)
     np.testing.assert_allclose(result.as_numpy("OUTPUT1"), a - b, rtol=1e-6)
 
@@ -131,7 +116,7 @@ def test_module_source_runs_with_positional_inputs(
 def test_weights_come_from_model_pt(served: tuple[ServerProcess, Linear], client_module: ModuleType) -> None:
     server, linear = served
     x = fp32(4, seed=3)
-    result = infer(client_module, server, "linear", {"x": x})
+    result = infer(client_module, server, "linear", {"x": (x, "FP32")})
     with torch.no_grad():
         expected = linear(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(result.as_numpy("y"), expected, rtol=1e-5)
@@ -140,7 +125,7 @@ def test_weights_come_from_model_pt(served: tuple[ServerProcess, Linear], client
 def test_torchscript_file_under_the_python_runtime(served: tuple[ServerProcess, Linear]) -> None:
     server, _ = served
     a, b = fp32(3, 3, seed=4), fp32(3, 3, seed=5)
-    result = infer(grpcclient, server, "scripted", {"INPUT__0": a, "INPUT__1": b})
+    result = infer(grpcclient, server, "scripted", {"INPUT__0": (a, "FP32"), "INPUT__1": (b, "FP32")})
     np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), a + b, rtol=1e-6)
     assert "Loading 'scripted' as TorchScript" in server.logs()
 

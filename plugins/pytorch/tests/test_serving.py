@@ -34,6 +34,7 @@ from .models import (
     Upper,
     add_torch_model,
     fp32,
+    infer,
     reference,
     scripted,
     traced,
@@ -176,23 +177,6 @@ def _build(repository: ModelRepositoryBuilder) -> None:
         output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 2 ] } ]
         """,
     )
-
-
-def infer(
-    client_module: ModuleType, server: ServerProcess, model: str, inputs: dict[str, tuple[npt.NDArray[Any], str]]
-) -> Any:
-    """One request over ``client_module`` (tritonclient.http or .grpc); returns the result object."""
-    url = server.http_url if client_module is httpclient else server.grpc_url
-    client = client_module.InferenceServerClient(url)
-    tensors = []
-    for name, (array, datatype) in inputs.items():
-        tensor = client_module.InferInput(name, list(array.shape), datatype)
-        tensor.set_data_from_numpy(array)
-        tensors.append(tensor)
-    try:
-        return client.infer(model, tensors)
-    finally:
-        client.close()
 
 
 @pytest.mark.parametrize("client_module", CLIENTS)
