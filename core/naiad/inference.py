@@ -115,6 +115,12 @@ Deliver = Callable[["ResponseSender", ResponseEvent], None]
 
 def to_sink(sender: ResponseSender, event: ResponseEvent) -> None:
     """The end of every response pipeline."""
+    trace = sender.trace
+    if trace is not None:  # released to the frontend now: Triton's stamps come before the frontend's
+        if event.response is not None:
+            trace.released()
+        if event.final:
+            trace.final_sent()
     sender.sink.deliver(event)
 
 
@@ -178,9 +184,13 @@ class ResponseSender:
                 self._closed = True
         event = ResponseEvent(response, final)
         trace = self.trace
-        if trace is not None:  # as the backend sent it, before any stage holds or reshapes it
-            trace.responded(event)
+        if trace is None:
+            self._pipeline(self, event)
+            return
+        trace.responded(event)  # as the backend sent it, before any stage holds or reshapes it
         self._pipeline(self, event)
+        if final:
+            trace.final_sent()
 
     def is_cancelled(self) -> bool:
         """True when the client went away or cancelled the request."""

@@ -6,8 +6,8 @@ traced one is traced too, with its ``parent_id``). A traced request's sender car
 :class:`RequestTrace`, which gathers Triton's timestamps (``time.monotonic_ns``, as Triton's
 steady clock): ``REQUEST_START``, ``QUEUE_START``, ``COMPUTE_START``, ``COMPUTE_INPUT_END``,
 ``COMPUTE_OUTPUT_START``, ``COMPUTE_END`` (not for an ensemble, which no backend computes),
-``INFER_RESPONSE_COMPLETE`` at the first response of a request from a frontend (as the backend sends
-it: :meth:`~naiad.inference.ResponseSender.send` hands it over; BLS and ensemble-step requests
+``INFER_RESPONSE_COMPLETE`` at the first response of a request from a frontend (as the model's
+pipeline releases it to the frontend, after any stage that held it; BLS and ensemble-step requests
 get none, as in Triton) and
 ``REQUEST_END`` (once the final response is sent and the execution over); at level ``TENSORS``
 the request's inputs and each response's outputs too. A request from a frontend also gets the
@@ -358,22 +358,30 @@ class RequestTrace:
             self._release()
 
     def responded(self, event: ResponseEvent) -> None:
+        """The backend sent a response (its tensors are traced as sent, before any stage changes them)."""
         response = event.response
-        if response is not None:
-            with self._lock:
-                first, self._responded = not self._responded, True
-            # Triton stamps a decoupled request's first response only, and only for a frontend's request
-            if first and self._send_names[0]:
-                self._stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
-            if self.tensors and response.error is None:
-                self._tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
-        if not event.final:
-            return
+        if response is not None and self.tensors and response.error is None:
+            self._tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
+
+    def final_sent(self) -> None:
+        """The final flag reached the frontend, or went into the model's pipeline and a stage holds it
+        (Triton ends a held request's trace without waiting for its response); once."""
         with self._lock:
+            if self._final:
+                return
             self._final = True
             done = self._ended or not self._started
         if done:
             self._release()
+
+    def released(self) -> None:
+        """A response left the model's pipeline for the frontend (after any stage that held it, e.g.
+        ``preserve_ordering``): Triton stamps ``INFER_RESPONSE_COMPLETE`` then, for the first response
+        of a frontend's request only."""
+        with self._lock:
+            first, self._responded = not self._responded, True
+        if first and self._send_names[0]:
+            self._stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
 
     def frontend_sent(self, start: int, end: int) -> None:
         """The frontend wrote a response from ``start`` to ``end``."""

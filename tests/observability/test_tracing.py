@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import queue
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -547,3 +549,57 @@ def test_each_generation_of_settings_writes_its_traces_as_triton_does(
 
 def _infos(path: Path) -> list[dict[str, Any]]:
     return [trace["info"] for trace in _traces(_entries(path)).values()]
+
+
+SLEEPER = """
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            seconds = pb_utils.get_input_tensor_by_name(request, "SECONDS").as_numpy()
+            time.sleep(float(seconds.flatten()[0]))
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("DONE", seconds)]))
+        return responses
+"""
+
+ORDERED = """
+max_batch_size: 1
+input [ { name: "SECONDS" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "DONE" data_type: TYPE_FP32 dims: [ 1 ] } ]
+dynamic_batching { preserve_ordering: true }
+instance_group [ { count: 2 kind: KIND_CPU } ]
+"""
+
+
+def test_a_response_held_for_ordering_is_stamped_when_released(
+    model_repository: ModelRepositoryBuilder, naiad_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    """Triton stamps INFER_RESPONSE_COMPLETE when a held response goes out (its L0_batcher
+    verify_timestamps.py -p checks it), not when the model made it."""
+    file = tmp_path / "trace.json"
+    server = _tracing_every_request(model_repository, naiad_server, file, ordered=(SLEEPER, ORDERED))
+
+    def send(seconds: float) -> None:
+        client = httpclient.InferenceServerClient(server.http_url)
+        tensor = httpclient.InferInput("SECONDS", [1, 1], "FP32")
+        tensor.set_data_from_numpy(np.array([[seconds]], dtype=np.float32))
+        client.infer("ordered", [tensor])
+        client.close()
+
+    slow = threading.Thread(target=send, args=(0.4,))
+    slow.start()
+    time.sleep(0.1)
+    send(0.0)  # runs on the other instance at once, and waits for the slow one's answer
+    slow.join()
+    assert server.stop() == 0
+    traces = sorted(_traces(_entries(file)).values(), key=lambda trace: trace["info"]["id"])
+    first, second = (trace["stamps"] for trace in traces if trace["info"]["model_name"] == "ordered")
+    assert second["COMPUTE_END"][0] < first["COMPUTE_END"][0]  # the second finished first ...
+    assert second["INFER_RESPONSE_COMPLETE"][0] >= first["INFER_RESPONSE_COMPLETE"][0]  # ... and went out after
+    assert second["REQUEST_END"][0] < first["COMPUTE_END"][0]  # its request ended when it ran, as in Triton
