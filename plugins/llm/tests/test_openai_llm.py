@@ -147,3 +147,10 @@ def test_n_gives_that_many_choices(client: openai.OpenAI) -> None:
     chunks = list(chat(client, n=2, max_tokens=2, stream=True, extra_body=EXACT))
     finished = [choice.index for chunk in chunks for choice in chunk.choices if choice.finish_reason]
     assert sorted(finished) == [0, 1]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_empty_prompt_is_a_400_and_the_model_keeps_serving(client: openai.OpenAI, stream: bool) -> None:
+    with pytest.raises(openai.BadRequestError, match="the prompt is empty"):
+        client.completions.create(model=MODEL, prompt="", max_tokens=2, stream=stream)
+    assert client.completions.create(model=MODEL, prompt="the river", max_tokens=2).choices[0].text is not None

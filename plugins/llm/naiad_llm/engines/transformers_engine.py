@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from naiad.backend import ErrorCode, NaiadError, invalid_arg
@@ -66,6 +66,7 @@ class TransformersEngine(Engine):
         self._eos: tuple[int, ...] = ()
         self._max_model_len = 0
         self._queues: dict[str, asyncio.Queue[Any]] = {}
+        self._new_manager: Callable[[], Any] = lambda: None  # set once the model is loaded
 
     async def start(self) -> EngineInfo:
         return await asyncio.to_thread(self._load)
@@ -111,15 +112,10 @@ class TransformersEngine(Engine):
             max_memory_percent=0.8,
             **_cache_sizes(args, device.type, self._max_model_len),
         )
-        self._manager = model.init_continuous_batching(
+        self._new_manager = lambda: model.init_continuous_batching(
             generation_config=generation, continuous_batching_config=batching
         )
-        self._manager.logit_processor = SamplerProcessors(self._sampler)
-        self._manager.start()
-        while self._manager.batch_processor is None:  # the generation thread sizes and allocates the cache
-            if not self._manager.is_running():
-                raise NaiadError(f"model '{name}': the transformers engine stopped while starting; see the log")
-            time.sleep(0.01)
+        self._start_manager()
         logger.info("model '%s': transformers engine serving %s on %s", name, self._settings.model, device)
         return EngineInfo(
             model=self._settings.model,
@@ -128,12 +124,41 @@ class TransformersEngine(Engine):
             extra={"device": str(device), "dtype": str(model.dtype), JSON_SCHEMA: self._grammar is not None},
         )
 
+    def _start_manager(self) -> None:
+        """A new manager with its generation thread, once its KV cache is allocated."""
+        assert self._sampler is not None
+        manager = self._new_manager()
+        manager.logit_processor = SamplerProcessors(self._sampler)
+        manager.start()
+        while manager.batch_processor is None:  # the generation thread sizes and allocates the cache
+            if not manager.is_running():
+                raise NaiadError(
+                    f"model '{self._settings.model_name}': the transformers engine stopped while starting; see the log"
+                )
+            time.sleep(0.01)
+        self._manager = manager
+
+    def _running_manager(self) -> Any:
+        """The manager, started again if its generation thread died (an error it could not survive ended
+        the requests it was running, each with that error): later requests are served, not left waiting."""
+        if not self._manager.is_running():
+            logger.error(
+                "model '%s': the transformers generation thread stopped (the error is logged above); starting "
+                "a new one",
+                self._settings.model_name,
+            )
+            with contextlib.suppress(Exception):
+                self._manager.stop(block=False)
+            self._start_manager()
+        return self._manager
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationOutput]:
         assert self._manager is not None, "the engine is not started"
         assert self._sampler is not None
         settings = request.sampling
         prompt_ids = list(self._tokenizer(request.prompt).input_ids)
         max_tokens = self._check(request, len(prompt_ids))
+        manager = self._running_manager()
         eos = set(settings.stop_token_ids) | (set() if settings.ignore_eos else set(self._eos))
         guide = None
         if settings.json_schema is not None and self._grammar is not None:
@@ -141,8 +166,8 @@ class TransformersEngine(Engine):
         sampling = self._sampler.add(request.request_id, settings, prompt_ids, guide)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._queues[request.request_id] = queue
-        self._manager.register_result_handler(request.request_id, queue.put_nowait)
-        self._manager.add_request(
+        manager.register_result_handler(request.request_id, queue.put_nowait)
+        manager.add_request(
             prompt_ids,
             request_id=request.request_id,
             max_new_tokens=max_tokens,
@@ -187,6 +212,8 @@ class TransformersEngine(Engine):
             )
         if request.lora_name is not None:
             raise invalid_arg(f"model '{name}': sampling parameter 'lora_name': this model serves no LoRA adapters")
+        if prompt_len == 0:
+            raise invalid_arg(f"model '{name}': the prompt is empty (it gives no tokens); send at least one token")
         if settings.logprobs is not None and settings.logprobs > MAX_LOGPROBS:
             raise invalid_arg(f"sampling parameter 'logprobs' must be at most {MAX_LOGPROBS}, got {settings.logprobs}")
         room = self._max_model_len - prompt_len
