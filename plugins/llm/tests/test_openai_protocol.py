@@ -449,6 +449,12 @@ def test_tool_call_streamed(client: openai.OpenAI) -> None:
         ({"tool_choice": {"type": "function"}, "tools": [WEATHER]}, "tool_choice", "'tool_choice' must be"),
         ({"max_tokens": MAX_MODEL_LEN}, "messages", "This model's maximum context length is 4096 tokens"),
         ({"model": "parrot_plain"}, "model", "model 'parrot_plain' has no chat template"),
+        ({"logit_bias": {"50256": -100}}, "logit_bias", "'logit_bias' is not supported"),
+        (
+            {"stream_options": {"include_usage": True}},
+            "stream_options",
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+        ),
     ],
 )
 def test_invalid_chat_requests(client: openai.OpenAI, request_fields: dict[str, Any], param: str, text: str) -> None:

@@ -15,7 +15,7 @@ from naiad_llm.openai.generation import Choice, Generation, Step
 from naiad_llm.openai.logprobs import chat_logprobs, read_positions
 from naiad_llm.openai.prompts import count_tokens, render_chat
 from naiad_llm.openai.responses import Envelope, finish_reason, output_tokens, usage
-from naiad_llm.openai.sampling import fit_max_tokens, json_schema, sampling_parameters
+from naiad_llm.openai.sampling import fit_max_tokens, json_schema, sampling_parameters, stream_settings
 from naiad_llm.openai.target import Target, Targets
 from naiad_llm.openai.tools import ForcedCallStream, ToolCall, ToolCallStream, ToolUse, split_tool_calls
 from naiad_llm.openai.transport import event_stream, flag, read_json, until_disconnected
@@ -51,9 +51,7 @@ async def parse_chat(targets: Targets, body: dict[str, Any]) -> ChatRequest:
         parameters["logprobs"] = top_logprobs
     prompt_tokens = count_tokens(target, prompt)
     fit_max_tokens(parameters, prompt_tokens, target, "messages")
-    stream = flag(body, "stream")
-    options = body.get("stream_options")
-    include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
+    stream, include_usage = stream_settings(body)
     return ChatRequest(target, prompt, prompt_tokens, parameters, tools, top_logprobs, stream, include_usage)
 
 

@@ -15,7 +15,7 @@ from naiad_llm.openai.generation import Choice, Generation, Step, interleave
 from naiad_llm.openai.logprobs import completion_logprobs, read_positions
 from naiad_llm.openai.prompts import count_tokens
 from naiad_llm.openai.responses import Envelope, finish_reason, output_tokens, usage
-from naiad_llm.openai.sampling import fit_max_tokens, json_schema, sampling_parameters
+from naiad_llm.openai.sampling import fit_max_tokens, json_schema, sampling_parameters, stream_settings
 from naiad_llm.openai.target import Target, Targets
 from naiad_llm.openai.transport import event_stream, flag, read_json, until_disconnected
 
@@ -56,9 +56,7 @@ async def parse_completion(targets: Targets, body: dict[str, Any]) -> Completion
         own = dict(common)
         fit_max_tokens(own, count, target, "prompt")
         parameters.append(own)
-    stream = flag(body, "stream")
-    options = body.get("stream_options")
-    include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
+    stream, include_usage = stream_settings(body)
     return CompletionRequest(
         target, prompts, counts, parameters, common["n"], logprobs, flag(body, "echo"), stream, include_usage
     )

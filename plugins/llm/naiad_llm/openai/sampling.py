@@ -7,6 +7,7 @@ from typing import Any
 
 from naiad_llm.openai.errors import invalid
 from naiad_llm.openai.target import Target
+from naiad_llm.openai.transport import flag
 
 # Fields outside OpenAI's API that vLLM's OpenAI server also takes (clients send them as extra_body).
 _EXTRA_NUMBERS: dict[str, tuple[float, float | None, bool]] = {
@@ -51,7 +52,19 @@ def sampling_parameters(body: Mapping[str, Any], *max_tokens_fields: str) -> dic
         parameters["stop_token_ids"] = token_ids
     if body.get("ignore_eos") is not None:
         parameters["ignore_eos"] = _flag(body, "ignore_eos")
+    if body.get("logit_bias"):  # refused rather than ignored: the caller would think it applied
+        raise invalid("'logit_bias' is not supported: naiad's engines take no per-token biases", "logit_bias")
     return parameters
+
+
+def stream_settings(body: dict[str, Any]) -> tuple[bool, bool]:
+    """Whether the answer streams, and whether its last chunk carries ``usage``
+    (``stream_options.include_usage``, which OpenAI allows only with ``stream``)."""
+    stream = flag(body, "stream")
+    options = body.get("stream_options")
+    if options is not None and not stream:
+        raise invalid("The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options")
+    return stream, isinstance(options, dict) and options.get("include_usage") is True
 
 
 def json_schema(body: Mapping[str, Any], target: Target) -> dict[str, Any] | None:
