@@ -217,21 +217,20 @@ def _count(model_name: str, key: str, text: str) -> int:
 
 
 def _module_class(model_name: str, module: ModuleType) -> type[torch.nn.Module]:
-    """The first ``nn.Module`` subclass the file defines, else (Triton's rule) the first it imports."""
+    """The first ``nn.Module`` subclass (by name, Triton's ``dir()`` order) the file defines, else the
+    first it imports (Triton takes the first of either)."""
     classes = [
-        value for value in vars(module).values() if isinstance(value, type) and issubclass(value, torch.nn.Module)
+        value
+        for _, value in sorted(vars(module).items())
+        if isinstance(value, type) and issubclass(value, torch.nn.Module)
     ]
-    classes.sort(key=lambda value: (value.__module__ != module.__name__, _name_in(module, value)))
-    if classes:
-        return classes[0]
+    own = [value for value in classes if value.__module__ == module.__name__]
+    if own or classes:
+        return (own or classes)[0]
     raise NaiadError(
         f"model '{model_name}': Cannot find a subclass of torch.nn.Module in '{module.__file__}'",
         ErrorCode.INVALID_ARG,
     )
-
-
-def _name_in(module: ModuleType, value: type) -> str:
-    return next(name for name, item in vars(module).items() if item is value)
 
 
 def _parameter_device(model_name: str, module: torch.nn.Module) -> torch.device:
