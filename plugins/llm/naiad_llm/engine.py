@@ -24,7 +24,8 @@ class SamplingSettings:
     off. ``repetition_penalty`` scales the logits of every token seen (prompt and output);
     ``presence_penalty`` and ``frequency_penalty`` subtract from the logits of output tokens, once and
     per occurrence. ``stop`` strings end generation and are never part of the text; ``stop_token_ids`` likewise.
-    ``logprobs``: how many top log-probabilities to return per token (None: none).
+    ``min_tokens``: tokens generated before end-of-sequence, ``stop_token_ids`` or ``stop`` strings may
+    end the output (vLLM's). ``logprobs``: how many top log-probabilities to return per token (None: none).
     ``json_schema``: constrain the output to this JSON schema (``{}`` for any JSON object).
     """
 
@@ -40,6 +41,7 @@ class SamplingSettings:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    min_tokens: int = 0
     n: int = 1
     logprobs: int | None = None
     json_schema: Mapping[str, Any] | None = None

@@ -116,6 +116,7 @@ _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "stop": _strings,
     "stop_token_ids": _token_ids,
     "ignore_eos": _boolean,
+    "min_tokens": _integer,
     "n": _integer,
     "logprobs": _integer,
     "json_schema": _schema,
@@ -167,6 +168,12 @@ def check_sampling(settings: SamplingSettings) -> None:
         ("repetition_penalty", settings.repetition_penalty > 0, "greater than 0"),
         ("presence_penalty", -2 <= settings.presence_penalty <= 2, "in [-2, 2]"),
         ("frequency_penalty", -2 <= settings.frequency_penalty <= 2, "in [-2, 2]"),
+        ("min_tokens", settings.min_tokens >= 0, "at least 0"),
+        (
+            "min_tokens",
+            settings.max_tokens is None or settings.min_tokens <= settings.max_tokens,
+            f"at most max_tokens ({settings.max_tokens})",
+        ),
         ("n", settings.n >= 1, "at least 1"),
         ("logprobs", settings.logprobs is None or settings.logprobs >= 0, "at least 0"),
     )

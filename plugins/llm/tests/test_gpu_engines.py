@@ -58,6 +58,7 @@ def test_vllm_kwargs_map_every_setting() -> None:
         stop=("\n\n",),
         stop_token_ids=(2,),
         ignore_eos=True,
+        min_tokens=2,
         logprobs=2,
     )
     assert vllm_sampling_kwargs(sampling) == {
@@ -73,6 +74,7 @@ def test_vllm_kwargs_map_every_setting() -> None:
         "stop": ["\n\n"],
         "stop_token_ids": [2],
         "ignore_eos": True,
+        "min_tokens": 2,
         "logprobs": 2,
     }
 
@@ -115,6 +117,7 @@ def test_trtllm_kwargs_leave_off_settings_at_the_runtime_default() -> None:
         "stop": None,
         "stop_token_ids": None,
         "ignore_eos": False,
+        "min_tokens": None,
         "logprobs": None,
     }
 

@@ -30,6 +30,8 @@ def test_triton_clients_send_numbers_as_strings() -> None:
         ('{"stop_token_ids": [-1]}', "stop_token_ids"),
         ('{"n": 0}', "n"),
         ('{"best_of": 2}', "best_of"),
+        ('{"min_tokens": -1}', "min_tokens"),
+        ('{"min_tokens": 5, "max_tokens": 4}', "min_tokens"),
     ],
 )
 def test_invalid_values_name_the_field(document: str, field: str) -> None:

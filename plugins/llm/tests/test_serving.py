@@ -319,6 +319,19 @@ def test_stop_strings_end_the_text_and_are_not_emitted(server: ServerProcess) ->
     assert cut["finish_reason"] == "stop"
 
 
+def test_min_tokens_holds_back_the_tokens_that_end_the_output(server: ServerProcess) -> None:
+    def run(**sampling: Any) -> dict[str, Any]:
+        greedy = {"max_tokens": 6, "temperature": 0, "ignore_eos": True, **sampling}
+        flags = {"return_num_output_tokens": True, "return_finish_reason": True, "return_logprobs": True}
+        return generate(server, sampling_parameters=json.dumps(greedy), **flags)
+
+    (token,) = (int(key) for key in json.loads(run(logprobs=0)["logprobs"])[0])  # greedy decoding's first pick
+    ended = run(stop_token_ids=[token])
+    assert (ended["num_output_tokens"], ended["finish_reason"]) == (1, "stop")
+    held = run(stop_token_ids=[token], min_tokens=3)
+    assert held["num_output_tokens"] >= 3  # that token could not end it before the third
+
+
 def test_max_tokens_caps_the_output(server: ServerProcess) -> None:
     document = generate(server, max_tokens=2, ignore_eos=True, return_num_output_tokens=True, return_finish_reason=True)
     assert document["num_output_tokens"] == 2

@@ -33,6 +33,7 @@ def vllm_sampling_kwargs(settings: SamplingSettings) -> dict[str, Any]:
         "stop": list(settings.stop),
         "stop_token_ids": list(settings.stop_token_ids),
         "ignore_eos": settings.ignore_eos,
+        "min_tokens": settings.min_tokens,
         "logprobs": settings.logprobs,
     }
     if settings.json_schema is not None:
@@ -61,6 +62,7 @@ def trtllm_sampling_kwargs(settings: SamplingSettings, max_tokens: int) -> dict[
         "stop": list(settings.stop) or None,
         "stop_token_ids": list(settings.stop_token_ids) or None,
         "ignore_eos": settings.ignore_eos,
+        "min_tokens": settings.min_tokens or None,
         "logprobs": settings.logprobs,
     }
     if settings.json_schema is not None:

@@ -163,7 +163,7 @@ class TransformersEngine(Engine):
         guide = None
         if settings.json_schema is not None and self._grammar is not None:
             guide = await asyncio.to_thread(self._grammar.guide, settings.json_schema)
-        sampling = self._sampler.add(request.request_id, settings, prompt_ids, guide)
+        sampling = self._sampler.add(request.request_id, settings, prompt_ids, guide, tuple(sorted(eos)))
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._queues[request.request_id] = queue
         manager.register_result_handler(request.request_id, queue.put_nowait)
@@ -174,7 +174,7 @@ class TransformersEngine(Engine):
             streaming=True,
             eos_token_id=sorted(eos) or -1,
         )
-        stream = _TextStream(self._tokenizer, settings.stop, eos)
+        stream = _TextStream(self._tokenizer, settings.stop, eos, settings.min_tokens)
         finished = False
         try:
             while not finished:
@@ -267,10 +267,11 @@ class TransformersEngine(Engine):
 class _TextStream:
     """Turns a request's growing token list into text deltas, cut at stop strings."""
 
-    def __init__(self, tokenizer: Any, stops: tuple[str, ...], stop_ids: set[int]) -> None:
+    def __init__(self, tokenizer: Any, stops: tuple[str, ...], stop_ids: set[int], min_tokens: int = 0) -> None:
         self._decoder = IncrementalDecoder(tokenizer)
         self._stops = StopMatcher(stops)
         self._stop_ids = stop_ids
+        self._min_tokens = min_tokens  # stop strings count only from then on, as in vLLM
         self._tokens: list[int] = []
         self._sent_tokens = 0
         self._pending = ""
@@ -283,7 +284,8 @@ class _TextStream:
     def update(self, tokens: list[int], *, final: bool = False) -> None:
         self._tokens = list(tokens)
         visible = self._tokens[:-1] if self._tokens and self._tokens[-1] in self._stop_ids else self._tokens
-        self._pending += self._stops.feed(self._decoder.delta(visible, final=final))
+        delta = self._decoder.delta(visible, final=final)
+        self._pending += self._stops.feed(delta) if len(self._tokens) >= self._min_tokens else delta
 
     def finish_reason(self) -> str:
         if self._stops.stopped or (self._tokens and self._tokens[-1] in self._stop_ids):

@@ -14,6 +14,7 @@ _EXTRA_NUMBERS: dict[str, tuple[float, float | None, bool]] = {
     "top_k": (-1, None, True),
     "min_p": (0.0, 1.0, False),
     "repetition_penalty": (0.0, None, False),
+    "min_tokens": (0, None, True),
 }
 
 
