@@ -49,15 +49,18 @@ Labels = dict[str, tuple[str, ...]]
 
 
 def with_step_labels(
-    config: ModelConfig, labels: Mapping[str, tuple[str, ...]], step_labels: Callable[[str, int], Labels]
+    config: ModelConfig,
+    labels: Mapping[str, tuple[str, ...]],
+    step_labels: Callable[[str, int], Mapping[str, tuple[str, ...]]],
 ) -> Labels:
     """An ensemble's labels: ``labels`` (from its own label files), and for each output without any, the
     labels of the step output that produces it (``step_labels(model, version)`` gives a loaded step's;
     version -1 is its latest)."""
     filled = dict(labels)
+    outputs = {output.name for output in config.output}
     for step in config.ensemble_scheduling.step:
         for model_output, tensor in step.output_map.items():
-            if tensor in filled or not any(output.name == tensor for output in config.output):
+            if tensor in filled or tensor not in outputs:
                 continue
             try:
                 found = step_labels(step.model_name, step.model_version).get(model_output)

@@ -21,14 +21,14 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from naiad import config as model_config
 from naiad.backend_model import BackendModel, ModelInstance
-from naiad.classification import Labels, read_labels, with_step_labels
+from naiad.classification import read_labels, with_step_labels
 from naiad.config.normalize import ENSEMBLE_PLATFORM
 from naiad.contexts import InstanceContext, ModelLoadContext, SchedulerContext
 from naiad.ensemble import ENSEMBLE_BACKEND
@@ -189,9 +189,9 @@ class VersionLoader:
             labels=labels,
         )
 
-    def _step_labels(self, model: str, version: int) -> Labels:
+    def _step_labels(self, model: str, version: int) -> Mapping[str, tuple[str, ...]]:
         assert self._server is not None
-        return dict(self._server.resolve(model, version if version >= 0 else "").labels)
+        return self._server.resolve(model, version if version >= 0 else "").labels
 
     def configure(self, base_config: ModelConfig) -> tuple[Backend, ModelConfig, ModelLoadContext]:
         """The config this version serves with: the backend loads the model (and may complete a copy of

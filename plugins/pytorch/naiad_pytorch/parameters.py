@@ -57,12 +57,7 @@ def parse_parameters(model_name: str, parameters: Mapping[str, ModelParameter]) 
     def count(key: str) -> int | None:
         if key not in values:
             return None
-        try:
-            number = int(values[key].strip())
-        except ValueError:
-            raise invalid_arg(
-                f"model '{model_name}': parameter '{key}': failed to convert '{values[key]}' to integral number"
-            ) from None
+        number = parse_integer(model_name, key, values[key])
         return number if number > 0 else None
 
     def default(value: bool | None, fallback: bool) -> bool:
@@ -82,6 +77,16 @@ def parse_parameters(model_name: str, parameters: Mapping[str, ModelParameter]) 
         intra_op_threads=count("INTRA_OP_THREAD_COUNT"),
         inter_op_threads=count("INTER_OP_THREAD_COUNT"),
     )
+
+
+def parse_integer(model_name: str, key: str, text: str) -> int:
+    """An integer parameter; INVALID_ARG naming the model and parameter otherwise."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise invalid_arg(
+            f"model '{model_name}': parameter '{key}': failed to convert '{text}' to integral number"
+        ) from None
 
 
 def setting_lines(model_name: str, parameters: TorchParameters, given: Collection[str]) -> list[str]:

@@ -45,6 +45,7 @@ from naiad.backend import (
 from naiad_pytorch import convert, settings
 from naiad_pytorch.execution import summary
 from naiad_pytorch.instance import device_for
+from naiad_pytorch.parameters import parse_integer
 
 _log = logging.getLogger("naiad.pytorch")
 
@@ -162,7 +163,8 @@ def load_model(context: ModelLoadContext) -> PythonRuntimeModel:
     _log.info("'torch.compile' optional parameter(s) for '%s': %s", context.model_name, options)
     for key, pool in (("NUM_THREADS", settings.INTRA_OP), ("NUM_INTEROP_THREADS", settings.INTER_OP)):
         if key in parameters:
-            settings.set_threads(context.model_name, key, pool, _count(context.model_name, key, parameters[key]))
+            number = parse_integer(context.model_name, key, parameters[key])
+            settings.set_threads(context.model_name, key, pool, number)
     _log.info(  # what torch runs with, in the words of Triton's runtime
         "Torch parallelism settings for '%s': NUM_THREADS = %d; NUM_INTEROP_THREADS = %d;",
         context.model_name,
@@ -205,15 +207,6 @@ def _compile_options(model_name: str, text: str | None) -> dict[str, Any]:
     if "model" in options:
         raise invalid_arg(f"model '{model_name}': 'model' is not an optional parameter for 'torch.compile'")
     return options
-
-
-def _count(model_name: str, key: str, text: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise invalid_arg(
-            f"model '{model_name}': parameter '{key}': failed to convert '{text}' to integral number"
-        ) from None
 
 
 def _module_class(model_name: str, module: ModuleType) -> type[torch.nn.Module]:

@@ -49,7 +49,7 @@ class RequestSampling:
     history: list[int]
     guide: TokenGuide | None = None  # the JSON schema the output must follow
     records: list[TokenRecord] = field(default_factory=list)
-    enders: tuple[int, ...] = ()  # tokens that end the output: held back until min_tokens are drawn
+    enders: torch.Tensor | None = None  # tokens that end the output: held back until min_tokens are drawn
 
 
 class RequestSampler(ContinuousBatchingLogitsProcessor):
@@ -79,7 +79,8 @@ class RequestSampler(ContinuousBatchingLogitsProcessor):
             generator.seed()
         else:
             generator.manual_seed(settings.seed)
-        sampling = RequestSampling(settings, generator, list(prompt_ids), guide, enders=enders)
+        held = torch.tensor(enders, dtype=torch.long, device=self._device) if enders and settings.min_tokens else None
+        sampling = RequestSampling(settings, generator, list(prompt_ids), guide, enders=held)
         with self._lock:
             slot = self._next_slot
             self._next_slot = (self._next_slot + 1) % (2**31 - 1)
@@ -129,8 +130,8 @@ class RequestSampler(ContinuousBatchingLogitsProcessor):
             tokens = torch.tensor(list(counts), dtype=torch.long, device=scores.device)
             occurrences = torch.tensor(list(counts.values()), dtype=scores.dtype, device=scores.device)
             scores[tokens] -= settings.frequency_penalty * occurrences + settings.presence_penalty
-        if sampling.enders and len(sampling.records) < settings.min_tokens:
-            scores[torch.tensor(sampling.enders, dtype=torch.long, device=scores.device)] = float("-inf")
+        if sampling.enders is not None and len(sampling.records) < settings.min_tokens:
+            scores[sampling.enders] = float("-inf")
         if sampling.guide is not None:
             scores = sampling.guide.mask(scores)
         if settings.temperature == 0:
